@@ -1,0 +1,251 @@
+// Package store owns the daemon's single SQLite database: opening it with the
+// settings an always-on appliance needs (WAL, busy timeout, foreign keys),
+// verifying the extensions everything else relies on (sqlite-vec and FTS5 with
+// the trigram tokenizer), and applying schema migrations in order.
+//
+// A database that is not a database, or is damaged, is reported with the path
+// and the fix; it is never deleted or re-created behind the operator's back.
+package store
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	sqlitevec "github.com/asg017/sqlite-vec-go-bindings/cgo"
+	sqlite3 "github.com/mattn/go-sqlite3"
+)
+
+// Sentinel errors. Callers decide with errors.Is.
+var (
+	// ErrCorrupt means the file exists but is not a usable SQLite database.
+	ErrCorrupt = errors.New("database is corrupt")
+	// ErrTooNew means the schema was written by a newer release.
+	ErrTooNew = errors.New("database schema is newer than this binary")
+	// ErrExtension means sqlite-vec or FTS5 (trigram) is not available.
+	ErrExtension = errors.New("required SQLite extension missing")
+)
+
+// FileName is the database's name inside the state directory.
+const FileName = "agent.db"
+
+// busyTimeout bounds how long a writer waits for another connection's lock.
+const busyTimeout = 5 * time.Second
+
+// registerVec installs sqlite-vec as an auto-extension for every connection
+// this process opens. SQLite keeps that list process-wide, so registration is
+// necessarily once per process.
+var registerVec = sync.OnceFunc(sqlitevec.Auto)
+
+// Store is the open database.
+type Store struct {
+	db     *sql.DB
+	path   string
+	logger *slog.Logger
+}
+
+// Options tune Open.
+type Options struct {
+	// ReadOnly opens without creating the file or applying migrations
+	// (agentctl doctor on a state dir it does not own).
+	ReadOnly bool
+	// Migrations replaces the built-in list (tests).
+	Migrations []Migration
+}
+
+// Open opens (creating if needed) the database at path, checks its header,
+// verifies sqlite-vec and FTS5 trigram, and applies pending migrations.
+func Open(ctx context.Context, path string, logger *slog.Logger, opts Options) (*Store, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if err := checkHeader(path); err != nil {
+		return nil, err
+	}
+	if opts.ReadOnly {
+		if _, err := os.Stat(path); err != nil {
+			return nil, fmt.Errorf("store: open %s: %w", path, err)
+		}
+	}
+	registerVec()
+	mode := "rwc"
+	if opts.ReadOnly {
+		mode = "ro"
+	}
+	dsn := fmt.Sprintf("file:%s?mode=%s&_journal_mode=WAL&_busy_timeout=%d&_foreign_keys=on&_synchronous=NORMAL&_txlock=immediate",
+		escapePath(path), mode, busyTimeout.Milliseconds())
+	db, err := sql.Open("sqlite3", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	s := &Store{db: db, path: path, logger: logger}
+	if err := s.init(ctx, opts); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Store) init(ctx context.Context, opts Options) error {
+	// A first query surfaces "file is not a database" and friends.
+	var n int
+	if err := s.db.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema").Scan(&n); err != nil {
+		return s.classify("read schema", err)
+	}
+	if err := s.verifyExtensions(ctx); err != nil {
+		return err
+	}
+	if opts.ReadOnly {
+		return nil
+	}
+	migs := opts.Migrations
+	if migs == nil {
+		migs = migrations
+	}
+	return s.migrate(ctx, migs)
+}
+
+// classify turns SQLite's corruption codes into ErrCorrupt with a fix.
+func (s *Store) classify(op string, err error) error {
+	var se sqlite3.Error
+	if errors.As(err, &se) && (se.Code == sqlite3.ErrCorrupt || se.Code == sqlite3.ErrNotADB) {
+		return fmt.Errorf("store: %s %s: %w (%v); stop the daemon and move it aside (mv %s %s.corrupt) to start with an empty database, or restore a backup",
+			op, s.path, ErrCorrupt, err, s.path, s.path)
+	}
+	return fmt.Errorf("store: %s %s: %w", op, s.path, err)
+}
+
+// verifyExtensions proves sqlite-vec and FTS5 with the trigram tokenizer work.
+func (s *Store) verifyExtensions(ctx context.Context) error {
+	if _, err := s.VecVersion(ctx); err != nil {
+		return fmt.Errorf("store: sqlite-vec: %w: %v", ErrExtension, err)
+	}
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("store: verify extensions: %w", err)
+	}
+	defer conn.Close()
+	// A temp table touches neither the file nor the WAL.
+	const probe = "CREATE VIRTUAL TABLE temp.fts_probe USING fts5(x, tokenize='trigram')"
+	if _, err := conn.ExecContext(ctx, probe); err != nil {
+		return fmt.Errorf("store: FTS5 trigram tokenizer: %w: %v (build with -tags sqlite_fts5)", ErrExtension, err)
+	}
+	if _, err := conn.ExecContext(ctx, "DROP TABLE temp.fts_probe"); err != nil {
+		return fmt.Errorf("store: FTS5 probe: %w", err)
+	}
+	return nil
+}
+
+// VecVersion reports the loaded sqlite-vec version.
+func (s *Store) VecVersion(ctx context.Context) (string, error) {
+	var v string
+	err := s.db.QueryRowContext(ctx, "SELECT vec_version()").Scan(&v)
+	return v, err
+}
+
+// SQLiteVersion reports the linked SQLite library version.
+func (s *Store) SQLiteVersion(ctx context.Context) (string, error) {
+	var v string
+	err := s.db.QueryRowContext(ctx, "SELECT sqlite_version()").Scan(&v)
+	return v, err
+}
+
+// Check runs PRAGMA quick_check (or the full integrity_check) and returns
+// nil when SQLite answers "ok".
+func (s *Store) Check(ctx context.Context, full bool) error {
+	pragma := "PRAGMA quick_check"
+	if full {
+		pragma = "PRAGMA integrity_check"
+	}
+	rows, err := s.db.QueryContext(ctx, pragma)
+	if err != nil {
+		return s.classify("check", err)
+	}
+	defer rows.Close()
+	var problems []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			return s.classify("check", err)
+		}
+		if line != "ok" && len(problems) < 5 {
+			problems = append(problems, line)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return s.classify("check", err)
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("store: check %s: %w: %s", s.path, ErrCorrupt, strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// Ping is the cheap liveness probe the watchdog uses.
+func (s *Store) Ping(ctx context.Context) error {
+	var one int
+	if err := s.db.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
+		return s.classify("ping", err)
+	}
+	return nil
+}
+
+// DB exposes the handle to packages that own their own tables.
+func (s *Store) DB() *sql.DB { return s.db }
+
+// Path is the database file.
+func (s *Store) Path() string { return s.path }
+
+// Close checkpoints the WAL and closes the database.
+func (s *Store) Close() error {
+	// Best effort: a truncated WAL keeps the flash footprint small.
+	_, _ = s.db.Exec("PRAGMA wal_checkpoint(TRUNCATE)")
+	return s.db.Close()
+}
+
+var sqliteMagic = []byte("SQLite format 3\x00")
+
+// checkHeader rejects an existing non-empty file that is not SQLite, before
+// SQLite gets a chance to treat it as anything.
+func checkHeader(path string) error {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		dir := filepath.Dir(path)
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			return fmt.Errorf("store: state directory %s does not exist or is not a directory", dir)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("store: open %s: %w", path, err)
+	}
+	defer f.Close()
+	head := make([]byte, len(sqliteMagic))
+	n, err := io.ReadFull(f, head)
+	if n == 0 && (err == io.EOF || err == nil) {
+		return nil // empty file: SQLite initialises it
+	}
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
+		return fmt.Errorf("store: read %s: %w", path, err)
+	}
+	if !bytes.Equal(head[:n], sqliteMagic) || n < len(sqliteMagic) {
+		return fmt.Errorf("store: %s: %w: not a SQLite database (bad header); stop the daemon and move it aside (mv %s %s.corrupt) to start with an empty database, or restore a backup",
+			path, ErrCorrupt, path, path)
+	}
+	return nil
+}
+
+// escapePath makes a filesystem path safe inside a file: URI.
+func escapePath(p string) string {
+	r := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")
+	return r.Replace(p)
+}

@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# Installs the native dependencies the build and tests need. Idempotent: every
+# step is skipped when its result is already present. Reaches only Debian's
+# package archive, the npm registry and the Go module proxy.
+#
+#   scripts/deps.sh            everything (apt, ONNX Runtime, whisper.cpp host+arm64, Go modules)
+#   scripts/deps.sh apt|ort|whisper|whisper-arm64|go|node   one step
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+deps="$root/.deps"
+ORT_VERSION=1.24.1
+WHISPER_NPM=nodejs-whisper@0.3.1
+WHISPER_VERSION=1.9.1
+jobs=$(nproc 2>/dev/null || echo 2)
+
+log() { printf 'deps: %s\n' "$*" >&2; }
+
+apt_packages=(cmake build-essential pkg-config libsqlite3-dev sqlite3 ffmpeg espeak-ng sox
+  bubblewrap gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static
+  nodejs npm)
+
+step_apt() {
+  local missing=()
+  for p in "${apt_packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  done
+  if [ ${#missing[@]} -eq 0 ]; then log "apt: all present"; return; fi
+  # Node.js may come from elsewhere (a distribution image); don't fight it.
+  if command -v node >/dev/null && command -v npm >/dev/null; then
+    local keep=()
+    for p in "${missing[@]}"; do case $p in nodejs|npm) ;; *) keep+=("$p") ;; esac; done
+    missing=("${keep[@]}")
+    [ ${#missing[@]} -eq 0 ] && { log "apt: all present"; return; }
+  fi
+  local sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo=sudo
+  log "apt: installing ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+npm_fetch() { # npm_fetch SPEC DEST: unpack an npm package tarball without running its scripts
+  local spec=$1 dest=$2
+  [ -d "$dest/package" ] && return
+  local tmp
+  tmp=$(mktemp -d)
+  (cd "$tmp" && npm pack --silent "$spec" >/dev/null)
+  mkdir -p "$dest"
+  tar -xzf "$tmp"/*.tgz -C "$dest"
+  rm -rf "$tmp"
+}
+
+step_ort() {
+  local out="$deps/onnxruntime"
+  if [ -f "$out/linux-amd64/libonnxruntime.so.1" ] && [ -f "$out/linux-arm64/libonnxruntime.so.1" ]; then
+    log "onnxruntime $ORT_VERSION: present"; return
+  fi
+  log "onnxruntime $ORT_VERSION: fetching onnxruntime-node@$ORT_VERSION"
+  npm_fetch "onnxruntime-node@$ORT_VERSION" "$deps/npm/onnxruntime-node"
+  for a in x64:amd64 arm64:arm64; do
+    mkdir -p "$out/linux-${a#*:}"
+    cp "$deps/npm/onnxruntime-node/package/bin/napi-v6/linux/${a%%:*}/libonnxruntime.so.1"* "$out/linux-${a#*:}/"
+  done
+  (cd "$out/linux-amd64" && ln -sf libonnxruntime.so.1 libonnxruntime.so)
+  (cd "$out/linux-arm64" && ln -sf libonnxruntime.so.1 libonnxruntime.so)
+}
+
+whisper_src() {
+  npm_fetch "$WHISPER_NPM" "$deps/npm/nodejs-whisper"
+  local src="$deps/npm/nodejs-whisper/package/cpp/whisper.cpp"
+  [ -f "$src/include/whisper.h" ] || { echo "deps: whisper.cpp sources not found in $WHISPER_NPM" >&2; exit 1; }
+  echo "$src"
+}
+
+whisper_build() { # whisper_build ARCH [cmake args...]
+  local arch=$1; shift
+  local out="$deps/whisper/linux-$arch"
+  if [ -f "$out/lib/libwhisper.a" ] && [ -f "$out/include/whisper.h" ]; then
+    log "whisper.cpp $WHISPER_VERSION ($arch): present"; return
+  fi
+  local src
+  src=$(whisper_src)
+  log "whisper.cpp $WHISPER_VERSION ($arch): building (a few minutes on 2 cores)"
+  local b="$deps/build/whisper-$arch"
+  rm -rf "$b"
+  mkdir -p "$deps/build"
+  cmake -S "$src" -B "$b" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DGGML_NATIVE=OFF \
+    -DGGML_OPENMP=OFF -DWHISPER_BUILD_TESTS=OFF -DWHISPER_BUILD_EXAMPLES=OFF -DWHISPER_BUILD_SERVER=OFF \
+    -DWHISPER_SDL2=OFF -DWHISPER_CURL=OFF "$@" >"$b.log" 2>&1 || { tail -30 "$b.log" >&2; exit 1; }
+  cmake --build "$b" -j "$jobs" --target whisper >>"$b.log" 2>&1 || { tail -30 "$b.log" >&2; exit 1; }
+  rm -rf "$out"
+  mkdir -p "$out/lib" "$out/include"
+  find "$b" -name '*.a' -exec cp {} "$out/lib/" \;
+  cp "$src"/include/whisper.h "$src"/ggml/include/*.h "$out/include/"
+  rm -rf "$b"
+}
+
+step_whisper() { whisper_build amd64; }
+
+step_whisper_arm64() {
+  whisper_build arm64 -DCMAKE_SYSTEM_NAME=Linux -DCMAKE_SYSTEM_PROCESSOR=aarch64 \
+    -DCMAKE_C_COMPILER=aarch64-linux-gnu-gcc -DCMAKE_CXX_COMPILER=aarch64-linux-gnu-g++ \
+    -DGGML_CPU_ARM_ARCH=armv8.2-a
+}
+
+step_go() {
+  log "go: downloading modules"
+  (cd "$root" && go mod download)
+}
+
+step_node() { # test-only reference tools (independent tokenizer and ONNX Runtime for numerics)
+  local d="$root/scripts/ref"
+  if [ -d "$d/node_modules/onnxruntime-node" ] && [ -d "$d/node_modules/@huggingface/tokenizers" ] && [ -d "$d/node_modules/onnx-proto" ]; then
+    log "node reference tools: present"; return
+  fi
+  log "node reference tools: installing"
+  (cd "$d" && npm ci --ignore-scripts --no-audit --no-fund --silent)
+}
+
+if [ $# -eq 0 ]; then set -- apt ort whisper whisper-arm64 go node; fi
+for s in "$@"; do
+  case $s in
+    apt) step_apt ;;
+    ort) step_ort ;;
+    whisper) step_whisper ;;
+    whisper-arm64) step_whisper_arm64 ;;
+    go) step_go ;;
+    node) step_node ;;
+    *) echo "deps: unknown step $s" >&2; exit 2 ;;
+  esac
+done
