@@ -4,7 +4,8 @@
 # package archive, the npm registry and the Go module proxy.
 #
 #   scripts/deps.sh            everything (apt, ONNX Runtime, whisper.cpp host+arm64, Go modules)
-#   scripts/deps.sh apt|ort|whisper|whisper-arm64|go|node   one step
+#   scripts/deps.sh apt|ort|whisper|whisper-arm64|toolchain|go|node   one step
+#   scripts/deps.sh --which-go   print the Go binary to use (1.26 or newer)
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -14,11 +15,60 @@ WHISPER_NPM=nodejs-whisper@0.3.1
 WHISPER_VERSION=1.9.1
 jobs=$(nproc 2>/dev/null || echo 2)
 
+GO_MIN_MINOR=26
+GO_TOOLCHAIN=go1.26.8
+
 log() { printf 'deps: %s\n' "$*" >&2; }
+
+go_ok() { # go_ok BINARY: true when it is Go 1.$GO_MIN_MINOR or newer
+  local v
+  v=$("$1" env GOVERSION 2>/dev/null) || return 1
+  v=${v#go1.}
+  [ "${v%%.*}" -ge "$GO_MIN_MINOR" ] 2>/dev/null
+}
+
+which_go() { # prints the Go binary to use
+  local c
+  for c in "$(command -v go 2>/dev/null)" /usr/local/go/bin/go "$deps/go/bin/go"; do
+    [ -n "$c" ] && [ -x "$c" ] && go_ok "$c" && { echo "$c"; return 0; }
+  done
+  return 1
+}
+
+step_toolchain() {
+  # A fresh Debian 12 has no Go 1.26. Debian's golang-go (1.19) is enough to
+  # fetch the official toolchain from the Go module proxy, the same archive
+  # `GOTOOLCHAIN` switching uses.
+  if which_go >/dev/null; then log "go: $("$(which_go)" env GOVERSION) present"; return; fi
+  [ -x /usr/lib/go/bin/go ] || [ -x /usr/bin/go ] || apt_install golang-go ca-certificates
+  local boot arch tmp dir
+  boot=$(command -v go || echo /usr/lib/go/bin/go)
+  arch=$(dpkg --print-architecture)
+  tmp=$(mktemp -d)
+  log "go: fetching $GO_TOOLCHAIN toolchain through the module proxy"
+  dir=$(cd "$tmp" && GOPATH="$deps/gopath-boot" GOFLAGS=-modcacherw "$boot" mod download -json \
+    "golang.org/toolchain@v0.0.1-$GO_TOOLCHAIN.linux-$arch" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
+  [ -x "$dir/bin/go" ] || { echo "deps: toolchain download failed" >&2; exit 1; }
+  rm -rf "$deps/go"
+  cp -a "$dir" "$deps/go"
+  # Module zips carry no mode bits; the go command's own switcher does this too.
+  chmod -R u+w "$deps/go"
+  find "$deps/go/bin" "$deps/go/pkg/tool" -type f -exec chmod +x {} +
+  rm -rf "$tmp" "$deps/gopath-boot"
+  log "go: $("$deps/go/bin/go" env GOVERSION) installed in .deps/go (add it to PATH or use make)"
+}
 
 apt_packages=(cmake build-essential pkg-config libsqlite3-dev sqlite3 ffmpeg espeak-ng sox
   bubblewrap gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static
   nodejs npm)
+
+apt_install() {
+  local sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo=sudo
+  log "apt: installing $*"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
 
 step_apt() {
   local missing=()
@@ -33,11 +83,7 @@ step_apt() {
     missing=("${keep[@]}")
     [ ${#missing[@]} -eq 0 ] && { log "apt: all present"; return; }
   fi
-  local sudo=""
-  [ "$(id -u)" -ne 0 ] && sudo=sudo
-  log "apt: installing ${missing[*]}"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  apt_install "${missing[@]}"
 }
 
 npm_fetch() { # npm_fetch SPEC DEST: unpack an npm package tarball without running its scripts
@@ -105,8 +151,9 @@ step_whisper_arm64() {
 }
 
 step_go() {
+  step_toolchain
   log "go: downloading modules"
-  (cd "$root" && go mod download)
+  (cd "$root" && "$(which_go)" mod download)
 }
 
 step_node() { # test-only reference tools (independent tokenizer and ONNX Runtime for numerics)
@@ -118,6 +165,7 @@ step_node() { # test-only reference tools (independent tokenizer and ONNX Runtim
   (cd "$d" && npm ci --ignore-scripts --no-audit --no-fund --silent)
 }
 
+if [ "${1:-}" = --which-go ]; then which_go; exit; fi
 if [ $# -eq 0 ]; then set -- apt ort whisper whisper-arm64 go node; fi
 for s in "$@"; do
   case $s in
@@ -126,6 +174,7 @@ for s in "$@"; do
     whisper) step_whisper ;;
     whisper-arm64) step_whisper_arm64 ;;
     go) step_go ;;
+    toolchain) step_toolchain ;;
     node) step_node ;;
     *) echo "deps: unknown step $s" >&2; exit 2 ;;
   esac

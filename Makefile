@@ -1,0 +1,70 @@
+# agent — build, test and run. `make help` lists the targets.
+SHELL := /bin/bash
+.DEFAULT_GOAL := build
+
+GO        ?= $(shell scripts/deps.sh --which-go 2>/dev/null || echo go)
+HOSTARCH  := $(shell $(GO) env GOARCH 2>/dev/null || echo amd64)
+DEPS      := $(CURDIR)/.deps
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+TAGS      := sqlite_fts5,whisper
+LDFLAGS   := -s -w -X agent/pkg/buildinfo.version=$(VERSION)
+CONFIG    ?= config.toml
+
+# cgo settings for the host build: whisper.cpp static libraries from .deps.
+export CGO_ENABLED := 1
+export CGO_CFLAGS  := -O2 -I$(DEPS)/whisper/linux-$(HOSTARCH)/include
+export CGO_LDFLAGS := -L$(DEPS)/whisper/linux-$(HOSTARCH)/lib
+export AGENT_ORT_LIB := $(DEPS)/onnxruntime/linux-$(HOSTARCH)/libonnxruntime.so.1
+
+NATIVE_STAMPS := $(DEPS)/onnxruntime/linux-$(HOSTARCH)/libonnxruntime.so.1 $(DEPS)/whisper/linux-$(HOSTARCH)/lib/libwhisper.a
+
+.PHONY: help build build-arm64 run test test-short lint bench deps models testmodels install clean
+
+help: ## list targets
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+$(NATIVE_STAMPS):
+	scripts/deps.sh apt ort whisper go
+
+deps: ## install every native dependency (apt, ONNX Runtime, whisper.cpp host+arm64, Go modules, test tools)
+	scripts/deps.sh
+
+build: $(NATIVE_STAMPS) ## build bin/agent and bin/agentctl (+ bin/lib/libonnxruntime.so.1)
+	$(GO) build -trimpath -tags $(TAGS) -ldflags '$(LDFLAGS)' -o bin/ ./cmd/agent ./cmd/agentctl
+	@mkdir -p bin/lib && cp -f $(DEPS)/onnxruntime/linux-$(HOSTARCH)/libonnxruntime.so.1 bin/lib/
+
+build-arm64: ## cross-build bin/linux-arm64/ with cgo and check it starts under qemu
+	scripts/deps.sh apt ort whisper-arm64 go
+	scripts/cross-arm64.sh "$(LDFLAGS)" "$(TAGS)"
+
+run: build ## build and start the daemon on ./config.toml (Ctrl-C stops it)
+	bin/agent -config $(CONFIG)
+
+testmodels: ## generate random-weight test models into testdata/models (tests only)
+	$(GO) run ./scripts/testmodels testdata/models
+
+test: $(NATIVE_STAMPS) ## everything CI runs: vet, race tests with native libraries, integration tests
+	scripts/deps.sh node
+	$(MAKE) --no-print-directory testmodels
+	$(GO) vet -tags $(TAGS) ./...
+	AGENT_REQUIRE_NATIVE=1 $(GO) test -race -count=1 -tags $(TAGS) -timeout 20m ./...
+
+test-short: ## fast loop: tests without -race
+	$(GO) test -count=1 -tags $(TAGS) ./...
+
+lint: ## vet, gofmt and staticcheck
+	$(GO) vet -tags $(TAGS) ./...
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@2025.1.1 -tags $(TAGS) ./...
+
+bench: build testmodels ## run benchmarks and write bench/RESULTS.md
+	scripts/bench.sh
+
+models: ## fetch the real model weights (needs internet; pinned SHA-256)
+	scripts/fetch-models.sh
+
+install: build ## install on this machine (systemd unit, /usr/local/bin, /etc/agent)
+	scripts/install.sh bin
+
+clean:
+	rm -rf bin

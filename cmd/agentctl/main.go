@@ -1,0 +1,159 @@
+// Command agentctl is the operator's tool: `agentctl doctor` diagnoses an
+// installation (daemon up or down), `agentctl status` asks the running
+// daemon over its admin socket.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"agent/pkg/admin"
+	"agent/pkg/buildinfo"
+	"agent/pkg/config"
+	"agent/pkg/doctor"
+	"agent/pkg/localmodels"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.LookupEnv)
+	stop()
+	os.Exit(code)
+}
+
+const usage = `usage: agentctl [-config PATH] [--json] COMMAND
+
+commands:
+  doctor [-v]   check config, state dir, database, runtimes, models, LLM, daemon, disk, memory
+  status        the running daemon's health, components and memory use
+  reload        make the daemon re-read its configuration (like SIGHUP)
+  version       print the version
+`
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, env config.Env) int {
+	fs := flag.NewFlagSet("agentctl", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+	configPath := fs.String("config", "", "configuration file (default ./config.toml, else /etc/agent/config.toml)")
+	asJSON := fs.Bool("json", false, "machine-readable output")
+	showVersion := fs.Bool("version", false, "print the version")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *showVersion {
+		fmt.Fprintln(stdout, buildinfo.String("agentctl"))
+		return 0
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return 2
+	}
+	cmd, rest := fs.Arg(0), fs.Args()[1:]
+	path := config.Find(*configPath, env)
+	switch cmd {
+	case "doctor":
+		return runDoctor(ctx, path, rest, *asJSON, stdout, stderr, env)
+	case "status":
+		return runStatus(ctx, path, *asJSON, stdout, stderr, env)
+	case "reload":
+		return withClient(path, stderr, env, func(c *admin.Client) error {
+			if err := c.Reload(ctx); err != nil {
+				return err
+			}
+			fmt.Fprintln(stdout, "reloaded")
+			return nil
+		})
+	case "version":
+		fmt.Fprintln(stdout, buildinfo.String("agentctl"))
+		return 0
+	default:
+		fmt.Fprintf(stderr, "agentctl: unknown command %q\n", cmd)
+		fs.Usage()
+		return 2
+	}
+}
+
+func runDoctor(ctx context.Context, path string, args []string, asJSON bool, stdout, stderr io.Writer, env config.Env) int {
+	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	verbose := fs.Bool("v", false, "also print the effective configuration (secrets redacted)")
+	jsonFlag := fs.Bool("json", false, "machine-readable output")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	asJSON = asJSON || *jsonFlag
+	cfg, warns, err := config.Load(path, env)
+	e := doctor.Env{ConfigPath: path, Config: cfg, ConfigErr: err, Warnings: warns, ExeDir: localmodels.ExeDir()}
+	if err != nil {
+		e.Config = nil
+	}
+	results := doctor.Run(ctx, doctor.Checks(e), 60*time.Second)
+	if asJSON {
+		doctor.WriteJSON(stdout, results)
+	} else {
+		doctor.WriteText(stdout, results)
+		if *verbose && e.Config != nil {
+			fmt.Fprintf(stdout, "\n# effective configuration (%s, secrets redacted)\n%s", e.Config.Path, e.Config.Redacted())
+		}
+	}
+	if doctor.Failed(results) {
+		return 1
+	}
+	return 0
+}
+
+func runStatus(ctx context.Context, path string, asJSON bool, stdout, stderr io.Writer, env config.Env) int {
+	return withClient(path, stderr, env, func(c *admin.Client) error {
+		st, err := c.Status(ctx)
+		if err != nil {
+			return err
+		}
+		if asJSON {
+			enc := json.NewEncoder(stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(st)
+		}
+		health := "healthy"
+		if !st.Healthy {
+			health = "UNHEALTHY"
+		}
+		fmt.Fprintf(stdout, "agent %s  pid %d  up %s  %s  RSS %d MiB\nlisten %s  state %s  config %s\n",
+			st.Version, st.PID, st.Uptime, health, st.RSSBytes>>20, st.Listen, st.StateDir, st.ConfigPath)
+		for _, ch := range st.Checks {
+			fmt.Fprintf(stdout, "  %-9s %-16s %s\n", ch.Status, ch.Name, ch.Detail)
+		}
+		for name, state := range st.Components {
+			fmt.Fprintf(stdout, "  component %-12s %s\n", name, state)
+		}
+		if !st.Healthy {
+			return errors.New("daemon is unhealthy")
+		}
+		return nil
+	})
+}
+
+// withClient loads just enough configuration to find the admin socket.
+func withClient(path string, stderr io.Writer, env config.Env, fn func(*admin.Client) error) int {
+	cfg, _, err := config.Load(path, env)
+	if err != nil {
+		fmt.Fprintf(stderr, "agentctl: %v\n", err)
+		return config.ExitConfig
+	}
+	if err := fn(admin.NewClient(cfg.Server.AdminSocket)); err != nil {
+		fmt.Fprintf(stderr, "agentctl: %v\n", err)
+		if errors.Is(err, admin.ErrNotRunning) {
+			fmt.Fprintln(stderr, "agentctl: start it with systemctl start agent (or make run)")
+			return 3
+		}
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,180 @@
+// Package admin is the operator API: HTTP over a unix socket that only the
+// service user can open (0600). agentctl is its client.
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+// Status is what GET /v1/status returns.
+type Status struct {
+	Version    string            `json:"version"`
+	PID        int               `json:"pid"`
+	StartedAt  time.Time         `json:"started_at"`
+	Uptime     string            `json:"uptime"`
+	ConfigPath string            `json:"config_path"`
+	StateDir   string            `json:"state_dir"`
+	Listen     string            `json:"listen"`
+	RSSBytes   int64             `json:"rss_bytes"`
+	Healthy    bool              `json:"healthy"`
+	Checks     []Check           `json:"checks"`
+	Components map[string]string `json:"components"`
+}
+
+// Check mirrors one health result.
+type Check struct {
+	Name   string `json:"name"`
+	Status string `json:"status"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// Backend is what the daemon provides to the admin API.
+type Backend interface {
+	Status(ctx context.Context) Status
+	Reload(ctx context.Context) error
+}
+
+// Handler serves the admin API.
+func Handler(b Backend) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, b.Status(r.Context()))
+	})
+	mux.HandleFunc("POST /v1/reload", func(w http.ResponseWriter, r *http.Request) {
+		if err := b.Reload(r.Context()); err != nil {
+			writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"error": err.Error()})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"status": "reloaded"})
+	})
+	return mux
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(v)
+}
+
+// Listen creates the unix socket with mode 0600 from the first instant
+// (umask, not a chmod after the fact), replacing a stale socket left by a
+// crash but never a live one.
+func Listen(path string) (net.Listener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return nil, fmt.Errorf("admin: create socket dir: %w", err)
+	}
+	if _, err := os.Lstat(path); err == nil {
+		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			c.Close()
+			return nil, fmt.Errorf("admin: %s is in use by a running daemon (agentctl status)", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, fmt.Errorf("admin: remove stale socket %s: %w", path, err)
+		}
+	}
+	// Umask is process-wide; Listen is called during start-up before any
+	// other goroutine creates files.
+	old := syscall.Umask(0o177)
+	ln, err := net.Listen("unix", path)
+	syscall.Umask(old)
+	if err != nil {
+		return nil, fmt.Errorf("admin: listen %s: %w", path, err)
+	}
+	return ln, nil
+}
+
+// Serve runs the admin server until ctx ends.
+func Serve(ctx context.Context, ln net.Listener, b Backend, logger *slog.Logger) error {
+	srv := &http.Server{
+		Handler:           Handler(b),
+		ReadHeaderTimeout: 5 * time.Second,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+	}()
+	err := srv.Serve(ln)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// ErrNotRunning means no daemon answers on the socket.
+var ErrNotRunning = errors.New("daemon is not running")
+
+// Client talks to a daemon's admin socket.
+type Client struct {
+	http *http.Client
+}
+
+// NewClient returns a client for the socket at path.
+func NewClient(path string) *Client {
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", path)
+		},
+	}
+	return &Client{http: &http.Client{Transport: tr, Timeout: 10 * time.Second}}
+}
+
+// Status fetches the daemon's status.
+func (c *Client) Status(ctx context.Context) (Status, error) {
+	var st Status
+	err := c.do(ctx, http.MethodGet, "/v1/status", &st)
+	return st, err
+}
+
+// Reload asks the daemon to reload its configuration and workspace.
+func (c *Client) Reload(ctx context.Context) error {
+	return c.do(ctx, http.MethodPost, "/v1/reload", nil)
+}
+
+func (c *Client) do(ctx context.Context, method, path string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, method, "http://agent"+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) && op.Op == "dial" {
+			return fmt.Errorf("admin: %w: %v", ErrNotRunning, err)
+		}
+		return fmt.Errorf("admin: %s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return fmt.Errorf("admin: read %s: %w", path, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e struct{ Error string }
+		json.Unmarshal(body, &e)
+		if e.Error == "" {
+			e.Error = resp.Status
+		}
+		return fmt.Errorf("admin: %s %s: %s", method, path, e.Error)
+	}
+	if out != nil {
+		if err := json.Unmarshal(body, out); err != nil {
+			return fmt.Errorf("admin: decode %s: %w", path, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,392 @@
+// Package daemon wires the long-running process together: state directory,
+// database, HTTP and admin listeners, local models, the systemd protocol
+// (READY/STATUS/WATCHDOG/STOPPING) and SIGHUP reloads. Features built on top
+// register themselves here; nothing in this package knows a channel's
+// protocol.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"agent/pkg/admin"
+	"agent/pkg/buildinfo"
+	"agent/pkg/config"
+	"agent/pkg/health"
+	"agent/pkg/logging"
+	"agent/pkg/metrics"
+	"agent/pkg/statedir"
+	"agent/pkg/store"
+)
+
+// Notifier speaks the sd_notify protocol. A no-op outside systemd.
+type Notifier interface {
+	Notify(state string) error
+	// WatchdogInterval is how often systemd expects WATCHDOG=1 (0: disabled).
+	WatchdogInterval() time.Duration
+}
+
+// Models loads the local inference models. Loading happens after READY,
+// in the background; each model reports itself unavailable with a reason.
+type Models interface {
+	Load(ctx context.Context, cfg *config.Config, logger *slog.Logger) map[string]error
+	Close() error
+}
+
+// Options are what Run needs.
+type Options struct {
+	Config          *config.Config
+	Env             config.Env
+	Logger          *slog.Logger
+	Scrubber        *logging.Scrubber
+	Notifier        Notifier
+	Models          Models          // nil: no local models
+	Reload          <-chan struct{} // SIGHUP
+	ShutdownTimeout time.Duration   // default 10s; the unit's TimeoutStopSec must be larger
+	Now             func() time.Time
+}
+
+// Daemon is one running instance.
+type Daemon struct {
+	opts    Options
+	logger  *slog.Logger
+	now     func() time.Time
+	started time.Time
+
+	mu  sync.RWMutex
+	cfg *config.Config
+
+	store   *store.Store
+	checker *health.Checker
+	metrics *metrics.Registry
+
+	compMu     sync.RWMutex
+	components map[string]string // name -> "ready" | "loading" | "unavailable: reason"
+
+	serveErr chan error
+	httpAddr string
+}
+
+// ErrStartup wraps every failure before READY, so main can tell it from a
+// runtime failure.
+var ErrStartup = errors.New("startup failed")
+
+// Run starts the daemon and blocks until ctx is cancelled (SIGTERM) or a
+// listener fails. It returns nil after a clean stop.
+func Run(ctx context.Context, opts Options) error {
+	if opts.ShutdownTimeout <= 0 {
+		opts.ShutdownTimeout = 10 * time.Second
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	d := &Daemon{
+		opts:       opts,
+		logger:     opts.Logger,
+		now:        opts.Now,
+		cfg:        opts.Config,
+		components: map[string]string{},
+		serveErr:   make(chan error, 2),
+	}
+	return d.run(ctx)
+}
+
+func (d *Daemon) run(ctx context.Context) error {
+	d.started = d.now()
+	cfg := d.cfg
+	stateDir := cfg.Agent.StateDir
+
+	if err := statedir.Prepare(stateDir); err != nil {
+		return fmt.Errorf("%w: %w", ErrStartup, err)
+	}
+	lock, err := statedir.Acquire(stateDir)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrStartup, err)
+	}
+	defer lock.Release()
+
+	st, err := store.Open(ctx, filepath.Join(stateDir, store.FileName), d.logger.With("component", "store"), store.Options{})
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrStartup, err)
+	}
+	d.store = st
+	defer st.Close()
+
+	d.metrics = metrics.NewRegistry()
+	d.metrics.RegisterProcess(os.Getpagesize())
+	d.metrics.Gauge("agent_build_info", "Build information.", metrics.Labels{"version": buildinfo.Version()}).Set(1)
+	d.metrics.Gauge("agent_start_time_seconds", "Start time of the daemon since the epoch.", nil).Set(float64(d.started.Unix()))
+
+	d.checker = health.New(2*time.Second, d.now)
+	d.checker.Register("database", st.Ping)
+	d.checker.Register("http", d.checkServing)
+	d.checker.Register("state_dir", func(context.Context) error { return checkDisk(stateDir) })
+
+	ln, err := net.Listen("tcp", cfg.Server.Listen)
+	if err != nil {
+		return fmt.Errorf("%w: server.listen %s: %w (is another agent running? agentctl status)", ErrStartup, cfg.Server.Listen, err)
+	}
+	d.httpAddr = ln.Addr().String()
+	adminLn, err := admin.Listen(cfg.Server.AdminSocket)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("%w: server.admin_socket: %w", ErrStartup, err)
+	}
+
+	runCtx, stop := context.WithCancel(context.Background())
+	defer stop()
+	httpSrv := &http.Server{
+		Handler:           d.routes(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(d.logger.Handler(), slog.LevelWarn),
+	}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		if err := httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			d.serveErr <- fmt.Errorf("http: %w", err)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		if err := admin.Serve(runCtx, adminLn, d, d.logger.With("component", "admin")); err != nil {
+			d.serveErr <- fmt.Errorf("admin: %w", err)
+		}
+	}()
+
+	d.notify("READY=1\nSTATUS=serving on " + d.httpAddr)
+	d.logger.Info("agent ready", "version", buildinfo.Version(), "listen", d.httpAddr,
+		"admin_socket", cfg.Server.AdminSocket, "state_dir", stateDir, "startup", d.now().Sub(d.started).Round(time.Millisecond))
+
+	if d.opts.Models != nil {
+		d.setComponent("models", "loading")
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d.loadModels(runCtx)
+		}()
+	}
+	if iv := d.opts.Notifier.WatchdogInterval(); iv > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d.watchdog(runCtx, iv/2)
+		}()
+	}
+
+	var runErr error
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			d.logger.Info("stopping", "reason", context.Cause(ctx))
+			break loop
+		case err := <-d.serveErr:
+			runErr = err
+			d.logger.Error("listener failed, stopping", "err", err)
+			break loop
+		case <-d.opts.Reload:
+			if err := d.Reload(runCtx); err != nil {
+				d.logger.Error("reload failed, keeping the running configuration", "err", err)
+			}
+		}
+	}
+
+	d.notify("STOPPING=1\nSTATUS=stopping")
+	shutCtx, cancel := context.WithTimeout(context.Background(), d.opts.ShutdownTimeout)
+	defer cancel()
+	if err := httpSrv.Shutdown(shutCtx); err != nil {
+		d.logger.Warn("http shutdown incomplete, closing connections", "err", err)
+		httpSrv.Close()
+	}
+	stop()
+	waited := make(chan struct{})
+	go func() { wg.Wait(); close(waited) }()
+	select {
+	case <-waited:
+	case <-shutCtx.Done():
+		d.logger.Warn("background work did not stop in time", "timeout", d.opts.ShutdownTimeout)
+	}
+	if d.opts.Models != nil {
+		if err := d.opts.Models.Close(); err != nil {
+			d.logger.Warn("closing models", "err", err)
+		}
+	}
+	d.logger.Info("stopped", "uptime", d.now().Sub(d.started).Round(time.Second))
+	return runErr
+}
+
+func (d *Daemon) notify(state string) {
+	if err := d.opts.Notifier.Notify(state); err != nil {
+		d.logger.Warn("sd_notify failed", "err", err)
+	}
+}
+
+// loadModels loads local models after READY and publishes their state.
+func (d *Daemon) loadModels(ctx context.Context) {
+	d.notify("STATUS=loading local models")
+	start := d.now()
+	results := d.opts.Models.Load(ctx, d.config(), d.logger.With("component", "models"))
+	d.compMu.Lock()
+	delete(d.components, "models")
+	d.compMu.Unlock()
+	ready := 0
+	for name, err := range results {
+		gauge := d.metrics.Gauge("agent_component_ready", "1 when a local component is loaded.", metrics.Labels{"component": name})
+		if err != nil {
+			d.setComponent(name, "unavailable: "+err.Error())
+			d.logger.Warn("component unavailable", "component", name, "err", err)
+			gauge.Set(0)
+			continue
+		}
+		ready++
+		d.setComponent(name, "ready")
+		gauge.Set(1)
+		name := name
+		d.checker.Register(name, func(context.Context) error { return nil })
+	}
+	for name, err := range results {
+		if err != nil {
+			err := err
+			d.checker.Register(name, func(context.Context) error { return fmt.Errorf("%w: %v", health.ErrDegraded, err) })
+		}
+	}
+	d.notify(fmt.Sprintf("STATUS=serving on %s; %d/%d local models ready", d.httpAddr, ready, len(results)))
+	d.logger.Info("local models loaded", "ready", ready, "total", len(results), "took", d.now().Sub(start).Round(time.Millisecond))
+}
+
+// watchdog sends WATCHDOG=1 only while the health report is healthy, so a
+// wedged daemon gets restarted by systemd.
+func (d *Daemon) watchdog(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			rep := d.checker.Run(ctx)
+			if rep.Healthy {
+				d.notify("WATCHDOG=1")
+				continue
+			}
+			for _, c := range rep.Checks {
+				if c.Status == health.Failing {
+					d.logger.Error("health check failing; withholding watchdog ping", "check", c.Name, "detail", c.Detail)
+				}
+			}
+		}
+	}
+}
+
+func (d *Daemon) checkServing(context.Context) error {
+	if d.httpAddr == "" {
+		return errors.New("not listening")
+	}
+	return nil
+}
+
+func (d *Daemon) setComponent(name, state string) {
+	d.compMu.Lock()
+	d.components[name] = state
+	d.compMu.Unlock()
+}
+
+func (d *Daemon) config() *config.Config {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.cfg
+}
+
+// Reload re-reads the configuration file. An invalid file changes nothing.
+// Settings that need a restart (listen address, state dir, admin socket)
+// are reported, not applied.
+func (d *Daemon) Reload(ctx context.Context) error {
+	old := d.config()
+	if old.Path == "" {
+		return errors.New("reload: configuration was not loaded from a file")
+	}
+	env := d.opts.Env
+	if env == nil {
+		env = os.LookupEnv
+	}
+	next, warns, err := config.Load(old.Path, env)
+	if err != nil {
+		return fmt.Errorf("reload: %w", err)
+	}
+	for _, w := range warns {
+		d.logger.Warn("config", "warning", w.String())
+	}
+	for _, k := range restartKeys(old, next) {
+		d.logger.Warn("setting changed; takes effect after a restart", "key", k)
+	}
+	if d.opts.Scrubber != nil {
+		d.opts.Scrubber.Set(next.Secrets())
+	}
+	d.mu.Lock()
+	d.cfg = next
+	d.mu.Unlock()
+	d.notify("STATUS=configuration reloaded")
+	d.logger.Info("configuration reloaded", "file", next.Path)
+	return nil
+}
+
+func restartKeys(a, b *config.Config) []string {
+	var keys []string
+	if a.Server.Listen != b.Server.Listen {
+		keys = append(keys, "server.listen")
+	}
+	if a.Server.AdminSocket != b.Server.AdminSocket {
+		keys = append(keys, "server.admin_socket")
+	}
+	if a.Agent.StateDir != b.Agent.StateDir {
+		keys = append(keys, "agent.state_dir")
+	}
+	if a.Embedding != b.Embedding {
+		keys = append(keys, "embedding")
+	}
+	if a.ASR != b.ASR {
+		keys = append(keys, "asr")
+	}
+	return keys
+}
+
+// Status implements admin.Backend.
+func (d *Daemon) Status(ctx context.Context) admin.Status {
+	cfg := d.config()
+	rep := d.checker.Run(ctx)
+	st := admin.Status{
+		Version:    buildinfo.Version(),
+		PID:        os.Getpid(),
+		StartedAt:  d.started,
+		Uptime:     d.now().Sub(d.started).Round(time.Second).String(),
+		ConfigPath: cfg.Path,
+		StateDir:   cfg.Agent.StateDir,
+		Listen:     d.httpAddr,
+		RSSBytes:   metrics.ResidentBytes(os.Getpagesize()),
+		Healthy:    rep.Healthy,
+		Components: map[string]string{},
+	}
+	for _, c := range rep.Checks {
+		st.Checks = append(st.Checks, admin.Check{Name: c.Name, Status: string(c.Status), Detail: c.Detail})
+	}
+	d.compMu.RLock()
+	for k, v := range d.components {
+		st.Components[k] = v
+	}
+	d.compMu.RUnlock()
+	return st
+}

@@ -1,0 +1,73 @@
+package daemon
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"agent/pkg/buildinfo"
+	"agent/pkg/health"
+	"agent/pkg/metrics"
+)
+
+func (d *Daemon) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", d.handleHealthz)
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		d.metrics.WriteText(w)
+	})
+	return d.instrument(mux)
+}
+
+type healthzBody struct {
+	Status  string          `json:"status"`
+	Version string          `json:"version"`
+	Uptime  string          `json:"uptime"`
+	Checks  []health.Result `json:"checks"`
+	Reasons []string        `json:"reasons,omitempty"`
+}
+
+func (d *Daemon) handleHealthz(w http.ResponseWriter, r *http.Request) {
+	rep := d.checker.Run(r.Context())
+	body := healthzBody{Status: "ok", Version: buildinfo.Version(), Uptime: d.now().Sub(d.started).Round(time.Second).String(), Checks: rep.Checks}
+	code := http.StatusOK
+	if !rep.Healthy {
+		body.Status, code = "unhealthy", http.StatusServiceUnavailable
+		for _, c := range rep.Checks {
+			if c.Status == health.Failing {
+				body.Reasons = append(body.Reasons, c.Name+": "+c.Detail)
+			}
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(body)
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	s.code = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+// instrument counts requests by route pattern and status code. The pattern,
+// not the raw path, is the label, so scanners cannot blow up cardinality.
+func (d *Daemon) instrument(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
+		mux.ServeHTTP(rec, r)
+		_, pattern := mux.Handler(r)
+		if pattern == "" {
+			pattern = "unmatched"
+		}
+		d.metrics.Counter("agent_http_requests_total", "HTTP requests by route and status.",
+			metrics.Labels{"route": pattern, "code": strconv.Itoa(rec.code)}).Inc()
+	})
+}

@@ -1,0 +1,374 @@
+package doctor
+
+import (
+	"bufio"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"agent/pkg/admin"
+	"agent/pkg/asr"
+	"agent/pkg/config"
+	"agent/pkg/daemon"
+	"agent/pkg/embed"
+	"agent/pkg/localmodels"
+	"agent/pkg/statedir"
+	"agent/pkg/store"
+)
+
+// Env is what the checks look at. Everything is injectable for tests.
+type Env struct {
+	ConfigPath string
+	Config     *config.Config // nil when the file is invalid
+	ConfigErr  error
+	Warnings   []config.Warning
+	ExeDir     string
+	HTTP       *http.Client
+	// MemInfo is the path of /proc/meminfo (tests point it at a fixture).
+	MemInfo string
+	// CgroupMemMax is the path of the cgroup v2 memory.max file.
+	CgroupMemMax string
+	// SkipModels skips loading models (they may take seconds on a Jetson).
+	SkipModels bool
+}
+
+// Budget is the daemon's memory budget on the appliance.
+const Budget = 2 << 30
+
+// Checks lists the diagnoses in the order they print.
+func Checks(e Env) []Check {
+	if e.HTTP == nil {
+		e.HTTP = &http.Client{Timeout: 5 * time.Second}
+	}
+	if e.MemInfo == "" {
+		e.MemInfo = "/proc/meminfo"
+	}
+	if e.CgroupMemMax == "" {
+		e.CgroupMemMax = "/sys/fs/cgroup/memory.max"
+	}
+	cs := []Check{{"config", e.checkConfig}}
+	if e.Config == nil {
+		return cs // everything else depends on a valid configuration
+	}
+	cs = append(cs,
+		Check{"state_dir", e.checkStateDir},
+		Check{"database", e.checkDatabase},
+		Check{"onnxruntime", e.checkRuntime},
+		Check{"embedding_model", e.checkEmbedding},
+		Check{"asr_model", e.checkASR},
+		Check{"llm", e.checkLLM},
+		Check{"wecom", e.checkWeCom},
+		Check{"daemon", e.checkDaemon},
+		Check{"disk", e.checkDisk},
+		Check{"memory", e.checkMemory},
+	)
+	return cs
+}
+
+func (e Env) checkConfig(context.Context) Result {
+	if e.ConfigErr != nil {
+		return Result{Level: Fail, Detail: e.ConfigErr.Error(), Fix: "edit " + e.ConfigPath + " (agent -check-config validates it)"}
+	}
+	if len(e.Warnings) > 0 {
+		ws := make([]string, len(e.Warnings))
+		for i, w := range e.Warnings {
+			ws[i] = w.String()
+		}
+		return Result{Level: Warn, Detail: e.Config.Path + " valid with warnings: " + strings.Join(ws, "; ")}
+	}
+	return Result{Level: OK, Detail: e.Config.Path + " valid"}
+}
+
+func (e Env) checkStateDir(context.Context) Result {
+	dir := e.Config.Agent.StateDir
+	st, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		parent := filepath.Dir(dir)
+		if canWrite(parent) != nil {
+			return Result{Level: Fail, Detail: dir + " does not exist and " + parent + " is not writable", Fix: "mkdir -p " + dir + " && chown <service user> " + dir}
+		}
+		return Result{Level: OK, Detail: dir + " will be created at start"}
+	case err != nil:
+		return Result{Level: Fail, Detail: err.Error()}
+	case !st.IsDir():
+		return Result{Level: Fail, Detail: dir + " is not a directory", Fix: "set agent.state_dir to a directory"}
+	}
+	if err := canWrite(dir); err != nil {
+		return Result{Level: Fail, Detail: dir + " is not writable: " + err.Error(), Fix: "chown -R <service user> " + dir}
+	}
+	return Result{Level: OK, Detail: dir + " writable"}
+}
+
+func (e Env) checkDatabase(ctx context.Context) Result {
+	path := filepath.Join(e.Config.Agent.StateDir, store.FileName)
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		// Prove the extensions on a scratch database instead.
+		tmp, err := os.MkdirTemp("", "agent-doctor-")
+		if err != nil {
+			return Result{Level: Fail, Detail: err.Error()}
+		}
+		defer os.RemoveAll(tmp)
+		s, err := store.Open(ctx, filepath.Join(tmp, store.FileName), nil, store.Options{})
+		if err != nil {
+			return Result{Level: Fail, Detail: err.Error()}
+		}
+		defer s.Close()
+		v, _ := s.VecVersion(ctx)
+		return Result{Level: OK, Detail: "not created yet; sqlite-vec " + v + " and FTS5 trigram available"}
+	}
+	s, err := store.Open(ctx, path, nil, store.Options{ReadOnly: true})
+	if err != nil {
+		return Result{Level: Fail, Detail: err.Error(), Fix: "mv " + path + " " + path + ".corrupt  (or restore a backup)"}
+	}
+	defer s.Close()
+	if err := s.Check(ctx, true); err != nil {
+		return Result{Level: Fail, Detail: err.Error(), Fix: "systemctl stop agent; mv " + path + " " + path + ".corrupt  (or restore a backup)"}
+	}
+	ver, _ := s.Version(ctx)
+	vec, _ := s.VecVersion(ctx)
+	lite, _ := s.SQLiteVersion(ctx)
+	detail := fmt.Sprintf("%s integrity ok, schema v%d, SQLite %s, sqlite-vec %s, FTS5 trigram ok", path, ver, lite, vec)
+	if ver < store.SchemaVersion() {
+		return Result{Level: OK, Detail: detail + fmt.Sprintf(" (migrates to v%d at next start)", store.SchemaVersion())}
+	}
+	return Result{Level: OK, Detail: detail}
+}
+
+func (e Env) checkRuntime(context.Context) Result {
+	cands := embed.Candidates(e.Config.Embedding.OnnxruntimeLib, e.ExeDir)
+	ver, path, err := embed.LoadRuntime(cands)
+	if err != nil {
+		return Result{Level: Fail, Detail: err.Error(), Fix: "make deps (developers) or scripts/install.sh (appliances); or set embedding.onnxruntime_lib"}
+	}
+	return Result{Level: OK, Detail: "ONNX Runtime " + ver + " from " + path}
+}
+
+func (e Env) checkEmbedding(ctx context.Context) Result {
+	dir := e.Config.Embedding.ModelDir
+	for _, f := range []string{"model.onnx", "tokenizer.json"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			return Result{Level: Fail, Detail: filepath.Join(dir, f) + " missing; memory search is disabled", Fix: "scripts/fetch-models.sh (or make models)"}
+		}
+	}
+	if e.SkipModels {
+		return Result{Level: OK, Detail: dir + " present (not loaded)"}
+	}
+	start := time.Now()
+	em, err := embed.New(localmodels.EmbedConfig(e.Config), nil)
+	if err != nil {
+		return Result{Level: Fail, Detail: err.Error(), Fix: "scripts/fetch-models.sh (re-fetch a damaged model)"}
+	}
+	defer em.Close()
+	if _, err := em.Embed(ctx, []string{"doctor check"}); err != nil {
+		return Result{Level: Fail, Detail: "loads but cannot embed: " + err.Error()}
+	}
+	return Result{Level: OK, Detail: fmt.Sprintf("%s loads, %d-d, embeds (%s)", dir, em.Dim(), time.Since(start).Round(time.Millisecond))}
+}
+
+func (e Env) checkASR(context.Context) Result {
+	path := e.Config.ASR.Model
+	if _, err := os.Stat(path); err != nil {
+		lvl := Fail
+		if !e.Config.Voice.Enabled {
+			lvl = Warn
+		}
+		return Result{Level: lvl, Detail: path + " missing; speech recognition is disabled", Fix: "scripts/fetch-models.sh (or make models)"}
+	}
+	if e.SkipModels {
+		return Result{Level: OK, Detail: path + " present (not loaded)"}
+	}
+	start := time.Now()
+	r, err := asr.New(localmodels.ASRConfig(e.Config), nil)
+	if err != nil {
+		fix := "scripts/fetch-models.sh (re-fetch a damaged model)"
+		if errors.Is(err, asr.ErrNotBuilt) {
+			fix = "make build"
+		}
+		return Result{Level: Fail, Detail: err.Error(), Fix: fix}
+	}
+	defer r.Close()
+	kind := "English-only"
+	if r.Multilingual() {
+		kind = "multilingual"
+	}
+	return Result{Level: OK, Detail: fmt.Sprintf("%s loads (%s, %s)", path, kind, time.Since(start).Round(time.Millisecond))}
+}
+
+// checkLLM asks GET {base_url}/models, which every OpenAI-compatible server
+// answers; it proves DNS, TLS, reachability and (mostly) the key.
+func (e Env) checkLLM(ctx context.Context) Result {
+	l := e.Config.LLM
+	if l.APIKey == "" && l.Provider != "ollama" && l.Provider != "vllm" {
+		return Result{Level: Fail, Detail: "llm.api_key is empty; the assistant cannot answer", Fix: "export OPENAI_API_KEY=... (or set llm.api_key_file)"}
+	}
+	url := strings.TrimSuffix(l.BaseURL, "/") + "/models"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return Result{Level: Fail, Detail: err.Error()}
+	}
+	if l.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+l.APIKey)
+	}
+	start := time.Now()
+	resp, err := e.HTTP.Do(req)
+	if err != nil {
+		return Result{Level: Fail, Detail: l.BaseURL + " unreachable: " + scrub(err.Error(), l.APIKey), Fix: "check network/DNS/proxy, or llm.base_url"}
+	}
+	resp.Body.Close()
+	took := time.Since(start).Round(time.Millisecond)
+	switch {
+	case resp.StatusCode == http.StatusOK:
+		return Result{Level: OK, Detail: fmt.Sprintf("%s reachable, key accepted (%s)", l.BaseURL, took)}
+	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+		return Result{Level: Fail, Detail: fmt.Sprintf("%s rejected the API key (%s)", l.BaseURL, resp.Status), Fix: "set a valid llm.api_key"}
+	default:
+		return Result{Level: Warn, Detail: fmt.Sprintf("%s reachable but GET /models answered %s (%s)", l.BaseURL, resp.Status, took)}
+	}
+}
+
+func (e Env) checkWeCom(context.Context) Result {
+	w := e.Config.WeCom
+	if !w.Enabled {
+		return Result{Level: OK, Detail: "disabled"}
+	}
+	var missing []string
+	for k, v := range map[string]string{"corp_id": w.CorpID, "corp_secret": w.CorpSecret, "token": w.Token, "encoding_aes_key": w.EncodingAESKey} {
+		if v == "" {
+			missing = append(missing, "wecom."+k)
+		}
+	}
+	if w.AgentID <= 0 {
+		missing = append(missing, "wecom.agent_id")
+	}
+	if len(missing) > 0 {
+		return Result{Level: Fail, Detail: "missing " + strings.Join(missing, ", "), Fix: "fill them from the WeCom admin console (app > API receive)"}
+	}
+	if k, err := base64.StdEncoding.DecodeString(w.EncodingAESKey + "="); err != nil || len(k) != 32 {
+		return Result{Level: Fail, Detail: "wecom.encoding_aes_key does not decode to a 32-byte key", Fix: "copy the 43-character EncodingAESKey exactly"}
+	}
+	return Result{Level: OK, Detail: fmt.Sprintf("enabled for corp %s agent %d", w.CorpID, w.AgentID)}
+}
+
+func (e Env) checkDaemon(ctx context.Context) Result {
+	st, err := admin.NewClient(e.Config.Server.AdminSocket).Status(ctx)
+	if err == nil {
+		lvl, health := OK, "healthy"
+		if !st.Healthy {
+			lvl, health = Fail, "UNHEALTHY"
+			for _, c := range st.Checks {
+				if c.Status == "failing" {
+					health += " (" + c.Name + ": " + c.Detail + ")"
+				}
+			}
+		}
+		return Result{Level: lvl, Detail: fmt.Sprintf("running (pid %d, %s, up %s, RSS %d MiB), %s", st.PID, st.Version, st.Uptime, st.RSSBytes>>20, health)}
+	}
+	if pid := statedir.Holder(e.Config.Agent.StateDir); pid > 0 {
+		return Result{Level: Fail, Detail: fmt.Sprintf("pid %d holds the state dir but its admin socket does not answer: %v", pid, err), Fix: "journalctl -u agent; systemctl restart agent"}
+	}
+	ln, lerr := net.Listen("tcp", e.Config.Server.Listen)
+	if lerr != nil {
+		return Result{Level: Fail, Detail: "not running, and " + e.Config.Server.Listen + " is taken by another process: " + lerr.Error(), Fix: "ss -ltnp | grep " + portOf(e.Config.Server.Listen) + "  (or change server.listen)"}
+	}
+	ln.Close()
+	return Result{Level: Warn, Detail: "not running; " + e.Config.Server.Listen + " is free", Fix: "systemctl start agent (or make run)"}
+}
+
+func (e Env) checkDisk(context.Context) Result {
+	dir := e.Config.Agent.StateDir
+	for {
+		if _, err := os.Stat(dir); err == nil || dir == filepath.Dir(dir) {
+			break
+		}
+		dir = filepath.Dir(dir)
+	}
+	free, err := daemon.FreeBytes(dir)
+	if err != nil {
+		return Result{Level: Fail, Detail: err.Error()}
+	}
+	mib := free >> 20
+	switch {
+	case mib < 64:
+		return Result{Level: Fail, Detail: fmt.Sprintf("%d MiB free on %s", mib, dir), Fix: "free space (journalctl --vacuum-size=100M)"}
+	case mib < 512:
+		return Result{Level: Warn, Detail: fmt.Sprintf("%d MiB free on %s", mib, dir), Fix: "free space (journalctl --vacuum-size=100M)"}
+	}
+	return Result{Level: OK, Detail: fmt.Sprintf("%d MiB free on %s", mib, dir)}
+}
+
+// checkMemory compares what the machine (or the cgroup) can give with what
+// the daemon needs: ~400 MB with both models loaded, 2 GiB hard budget.
+func (e Env) checkMemory(context.Context) Result {
+	avail, err := memAvailable(e.MemInfo)
+	if err != nil {
+		return Result{Level: Warn, Detail: "cannot read " + e.MemInfo + ": " + err.Error()}
+	}
+	detail := fmt.Sprintf("%d MiB available", avail>>20)
+	if b, err := os.ReadFile(e.CgroupMemMax); err == nil {
+		if v := strings.TrimSpace(string(b)); v != "max" {
+			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+				detail += fmt.Sprintf(", cgroup limit %d MiB", n>>20)
+			}
+		}
+	}
+	const need = 512 << 20
+	if avail < need {
+		return Result{Level: Warn, Detail: detail + fmt.Sprintf("; the daemon needs about %d MiB with both models", need>>20), Fix: "stop other services or use smaller models"}
+	}
+	return Result{Level: OK, Detail: detail + fmt.Sprintf("; budget %d MiB", int64(Budget)>>20)}
+}
+
+func memAvailable(path string) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) >= 2 && fields[0] == "MemAvailable:" {
+			kb, err := strconv.ParseInt(fields[1], 10, 64)
+			if err != nil {
+				return 0, err
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, errors.New("no MemAvailable line")
+}
+
+func portOf(hostport string) string {
+	_, p, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return hostport
+	}
+	return ":" + p
+}
+
+func scrub(s, secret string) string {
+	if secret == "" {
+		return s
+	}
+	return strings.ReplaceAll(s, secret, "***")
+}
+
+// canWrite reports whether this process may create files in dir.
+func canWrite(dir string) error {
+	f, err := os.CreateTemp(dir, ".doctor-probe-*")
+	if err != nil {
+		return err
+	}
+	name := f.Name()
+	f.Close()
+	return os.Remove(name)
+}

@@ -1,0 +1,135 @@
+// Package localmodels loads the on-device inference models (the sentence
+// embedder and the speech recogniser) for the daemon, each independently:
+// a missing or broken model disables its feature and says why, it never
+// stops the daemon.
+package localmodels
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"agent/pkg/asr"
+	"agent/pkg/config"
+	"agent/pkg/embed"
+)
+
+// Component names, as health checks and metrics show them.
+const (
+	Embedding = "embedding"
+	ASR       = "asr"
+)
+
+// Set holds the loaded models. Safe for concurrent use.
+type Set struct {
+	mu       sync.RWMutex
+	embedder *embed.Embedder
+	asr      *asr.Recognizer
+}
+
+// Load loads every configured model, concurrently, and reports each one's
+// error (nil when ready). It implements daemon.Models.
+func (s *Set) Load(ctx context.Context, cfg *config.Config, logger *slog.Logger) map[string]error {
+	type result struct {
+		name string
+		err  error
+	}
+	var wg sync.WaitGroup
+	out := make(chan result, 2)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		start := time.Now()
+		e, err := embed.New(EmbedConfig(cfg), logger.With("model", Embedding))
+		if err == nil {
+			s.mu.Lock()
+			s.embedder = e
+			s.mu.Unlock()
+			logger.Info("embedding model ready", "dir", cfg.Embedding.ModelDir, "dim", e.Dim(), "took", time.Since(start).Round(time.Millisecond))
+		}
+		out <- result{Embedding, err}
+	}()
+	if cfg.Voice.Enabled {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			start := time.Now()
+			r, err := asr.New(ASRConfig(cfg), logger.With("model", ASR))
+			if err == nil {
+				s.mu.Lock()
+				s.asr = r
+				s.mu.Unlock()
+				logger.Info("speech model ready", "model", cfg.ASR.Model, "multilingual", r.Multilingual(), "took", time.Since(start).Round(time.Millisecond))
+			}
+			out <- result{ASR, err}
+		}()
+	}
+	wg.Wait()
+	close(out)
+	res := map[string]error{}
+	for r := range out {
+		res[r.name] = r.err
+	}
+	return res
+}
+
+// EmbedConfig maps the [embedding] section.
+func EmbedConfig(cfg *config.Config) embed.Config {
+	return embed.Config{
+		ModelDir:    cfg.Embedding.ModelDir,
+		LibraryPath: cfg.Embedding.OnnxruntimeLib,
+		Pooling:     cfg.Embedding.Pooling,
+		Threads:     cfg.Embedding.Threads,
+	}
+}
+
+// ASRConfig maps the [asr] section.
+func ASRConfig(cfg *config.Config) asr.Config {
+	return asr.Config{ModelPath: cfg.ASR.Model, Language: cfg.ASR.Language, Threads: cfg.ASR.Threads}
+}
+
+// Embedder returns the embedder, or nil while unavailable.
+func (s *Set) Embedder() *embed.Embedder {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.embedder
+}
+
+// Recognizer returns the speech recogniser, or nil while unavailable.
+func (s *Set) Recognizer() *asr.Recognizer {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.asr
+}
+
+// Close releases every model.
+func (s *Set) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var errs []error
+	if s.embedder != nil {
+		errs = append(errs, s.embedder.Close())
+		s.embedder = nil
+	}
+	if s.asr != nil {
+		errs = append(errs, s.asr.Close())
+		s.asr = nil
+	}
+	return errors.Join(errs...)
+}
+
+// ExeDir is the directory of the running binary (for lib/ lookups).
+func ExeDir() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	if r, err := filepath.EvalSymlinks(exe); err == nil {
+		exe = r
+	}
+	return filepath.Dir(exe)
+}

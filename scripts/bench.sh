@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Runs the benchmarks and measurements and writes bench/RESULTS.md.
+# Expects `make build testmodels` to have run (make bench does both).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+go=$(scripts/deps.sh --which-go)
+tags=sqlite_fts5,whisper
+out=bench/RESULTS.md
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+mkdir -p bench
+
+[ -x bin/linux-arm64/agent ] || scripts/cross-arm64.sh "-s -w" "$tags" >/dev/null
+
+echo "bench: Go benchmarks" >&2
+"$go" test -tags "$tags" -run '^$' -bench 'EmbedOne|EmbedBatch32' -benchtime 30x ./pkg/embed/ > "$tmp/embed.txt" 2>&1 || { cat "$tmp/embed.txt"; exit 1; }
+"$go" test -tags "$tags" -run '^$' -bench 'Transcribe3s' -benchtime 5x ./pkg/asr/ > "$tmp/asr.txt" 2>&1 || { cat "$tmp/asr.txt"; exit 1; }
+"$go" test -tags "$tags" -run '^$' -bench 'VecKNN' -benchtime 50x ./pkg/store/ > "$tmp/knn.txt" 2>&1 || { cat "$tmp/knn.txt"; exit 1; }
+echo "bench: daemon start-up and RSS" >&2
+"$go" run ./scripts/measure -bin bin/agent -models testdata/models > "$tmp/measure.txt"
+
+ref=""
+if [ -d scripts/ref/node_modules/onnxruntime-node ] && [ -f scripts/ref/bench.mjs ]; then
+  echo "bench: reference (onnxruntime-node)" >&2
+  ref=$(node scripts/ref/bench.mjs testdata/models/bge-small-random 2>/dev/null || true)
+fi
+
+# bench_rows FILE: "name | ns/op | extra metrics" rows from go test -bench output
+bench_rows() {
+  awk '/^Benchmark/ {
+    name=$1; sub(/-[0-9]+$/, "", name); sub(/^Benchmark/, "", name)
+    line="| " name " | " sprintf("%.2f ms", $3/1e6)
+    extra=""
+    for (i=5; i<NF; i+=2) extra=extra sprintf("%s %s ", $i, $(i+1))
+    print line " | " extra "|"
+  }' "$1"
+}
+
+size() { stat -c %s "$1" | awk '{printf "%.1f MB", $1/1e6}'; }
+cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)
+{
+  echo "# Benchmark results"
+  echo
+  echo "Written by \`make bench\` (scripts/bench.sh). Models are random-weight test models of the real"
+  echo "architectures (bge-small-en-v1.5: 12 layers, 384 hidden; whisper tiny: 4+4 layers, 384 state),"
+  echo "so latency and memory are representative and the outputs are meaningless."
+  echo
+  echo "- date: $(date -u +%Y-%m-%dT%H:%MZ)"
+  echo "- machine: $(uname -m), ${cpu:-unknown CPU}, $(nproc) cores, $(free -g | awk '/^Mem:/ {print $2}') GiB RAM"
+  echo "- go: $("$go" env GOVERSION); ONNX Runtime 1.24.1; whisper.cpp 1.9.1; revision $(git rev-parse --short HEAD 2>/dev/null || echo none)"
+  echo
+  echo "## Binaries"
+  echo
+  echo "| binary | amd64 | arm64 |"
+  echo "|---|---|---|"
+  echo "| agent | $(size bin/agent) | $(size bin/linux-arm64/agent) |"
+  echo "| agentctl | $(size bin/agentctl) | $(size bin/linux-arm64/agentctl) |"
+  echo "| libonnxruntime.so.1 (shipped beside them) | $(size bin/lib/libonnxruntime.so.1) | $(size bin/linux-arm64/lib/libonnxruntime.so.1) |"
+  echo
+  echo "## Daemon start-up and memory (targets: READY <= 1 s without models; RSS <= 40 MB idle, <= 400 MB with both models)"
+  echo
+  cat "$tmp/measure.txt"
+  echo
+  echo "## Embedding (bge-small shape, 2 threads; target: one sentence <= 12 ms)"
+  echo
+  echo "| benchmark | time/op | metrics |"
+  echo "|---|---|---|"
+  bench_rows "$tmp/embed.txt"
+  if [ -n "$ref" ]; then
+    echo
+    echo "Reference measured in the same run, same model and tokens, onnxruntime-node 1.24.1 (2 intra-op threads):"
+    echo
+    echo "$ref"
+  fi
+  echo
+  echo "## Speech recognition (whisper tiny shape, 3 s of espeak-ng speech, 2 threads)"
+  echo
+  echo "| benchmark | time/op | metrics |"
+  echo "|---|---|---|"
+  bench_rows "$tmp/asr.txt"
+  echo
+  echo "## sqlite-vec KNN (top 5, cosine, 384-d, one user's partition)"
+  echo
+  echo "| benchmark | time/op | metrics |"
+  echo "|---|---|---|"
+  bench_rows "$tmp/knn.txt"
+} > "$out"
+echo "bench: wrote $out" >&2
+cat "$out"
