@@ -122,7 +122,8 @@ whisper_src() {
 whisper_build() { # whisper_build ARCH [cmake args...]
   local arch=$1; shift
   local out="$deps/whisper/linux-$arch"
-  if [ -f "$out/lib/libwhisper.a" ] && [ -f "$out/include/whisper.h" ]; then
+  local stamp="$WHISPER_VERSION $*"
+  if [ -f "$out/lib/libwhisper.a" ] && [ -f "$out/include/whisper.h" ] && [ "$(cat "$out/BUILD" 2>/dev/null)" = "$stamp" ]; then
     log "whisper.cpp $WHISPER_VERSION ($arch): present"; return
   fi
   local src
@@ -139,6 +140,7 @@ whisper_build() { # whisper_build ARCH [cmake args...]
   mkdir -p "$out/lib" "$out/include"
   find "$b" -name '*.a' -exec cp {} "$out/lib/" \;
   cp "$src"/include/whisper.h "$src"/ggml/include/*.h "$out/include/"
+  echo "$stamp" > "$out/BUILD"
   rm -rf "$b"
 }
 
@@ -147,7 +149,7 @@ step_whisper() { whisper_build amd64; }
 step_whisper_arm64() {
   whisper_build arm64 -DCMAKE_SYSTEM_NAME=Linux -DCMAKE_SYSTEM_PROCESSOR=aarch64 \
     -DCMAKE_C_COMPILER=aarch64-linux-gnu-gcc -DCMAKE_CXX_COMPILER=aarch64-linux-gnu-g++ \
-    -DGGML_CPU_ARM_ARCH=armv8.2-a
+    -DGGML_CPU_ARM_ARCH=armv8.2-a+fp16+dotprod  # Jetson Orin (Cortex-A78AE)
 }
 
 step_go() {

@@ -97,10 +97,12 @@ func agentBinary(t *testing.T) string {
 	return binPath
 }
 
+// notifySock plays systemd's side of sd_notify and keeps every message.
 type notifySock struct {
-	conn *net.UnixConn
 	path string
-	msgs chan string
+	mu   sync.Mutex
+	seen []string
+	more chan struct{} // signalled on each message
 }
 
 func newNotifySock(t *testing.T) *notifySock {
@@ -109,36 +111,44 @@ func newNotifySock(t *testing.T) *notifySock {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &notifySock{conn: conn, path: path, msgs: make(chan string, 100)}
+	n := &notifySock{path: path, more: make(chan struct{}, 1)}
 	go func() {
 		buf := make([]byte, 4096)
 		for {
 			k, err := conn.Read(buf)
 			if err != nil {
-				close(n.msgs)
 				return
 			}
-			n.msgs <- string(buf[:k])
+			n.mu.Lock()
+			n.seen = append(n.seen, string(buf[:k]))
+			n.mu.Unlock()
+			select {
+			case n.more <- struct{}{}:
+			default:
+			}
 		}
 	}()
 	t.Cleanup(func() { conn.Close() })
 	return n
 }
 
-// await returns the first message containing want. The deadline only guards
-// against a hung daemon; it is not a performance assertion.
+// await returns the first message so far, or to come, containing want. The
+// deadline only guards against a hung daemon; it is not a performance
+// assertion.
 func (n *notifySock) await(t *testing.T, want string) string {
 	t.Helper()
 	deadline := time.After(60 * time.Second)
 	for {
-		select {
-		case m, ok := <-n.msgs:
-			if !ok {
-				t.Fatalf("notify socket closed before %q", want)
-			}
+		n.mu.Lock()
+		for _, m := range n.seen {
 			if strings.Contains(m, want) {
+				n.mu.Unlock()
 				return m
 			}
+		}
+		n.mu.Unlock()
+		select {
+		case <-n.more:
 		case <-deadline:
 			t.Fatalf("no %q from the daemon", want)
 		}
@@ -297,6 +307,7 @@ func TestDaemonLifecycle(t *testing.T) {
 	writeConfig(t, dir, "[llm]\nmodel = \"gpt-4o-mini\"\n")
 	in.cmd.Process.Signal(syscall.SIGHUP)
 	ns.await(t, "STATUS=configuration reloaded")
+	waitLog(t, in, "configuration reloaded")
 
 	// SIGTERM: STOPPING=1, then a clean exit.
 	in.cmd.Process.Signal(syscall.SIGTERM)

@@ -40,11 +40,7 @@ type Env struct {
 	SkipModels bool
 }
 
-// Budget is the daemon's memory budget on the appliance.
-const Budget = 2 << 30
-
-// Checks lists the diagnoses in the order they print.
-func Checks(e Env) []Check {
+func (e Env) withDefaults() Env {
 	if e.HTTP == nil {
 		e.HTTP = &http.Client{Timeout: 5 * time.Second}
 	}
@@ -54,6 +50,15 @@ func Checks(e Env) []Check {
 	if e.CgroupMemMax == "" {
 		e.CgroupMemMax = "/sys/fs/cgroup/memory.max"
 	}
+	return e
+}
+
+// Budget is the daemon's memory budget on the appliance.
+const Budget = 2 << 30
+
+// Checks lists the diagnoses in the order they print.
+func Checks(e Env) []Check {
+	e = e.withDefaults()
 	cs := []Check{{"config", e.checkConfig}}
 	if e.Config == nil {
 		return cs // everything else depends on a valid configuration

@@ -1,0 +1,320 @@
+// Package config loads, checks and describes the daemon's config.toml.
+//
+// The file is decoded once, checked key by key and across keys, and either
+// accepted whole or rejected with every problem found, each naming the file,
+// the line (where the TOML library can tell), the key and the reason:
+//
+//	config.toml:12: llm.timeout: invalid duration "abc"
+//
+// Nothing here is global, nothing is ever written, and the environment is
+// injected (Env). Find picks the file, Load reads it, Parse does the rest:
+//
+//  1. Decode the TOML. A syntax error stops here, with its line.
+//  2. Move deprecated keys to their new names, with a warning (renamedKeys;
+//     none yet).
+//  3. Copy every known key onto Default(), checking its TOML type. Unknown
+//     keys are warnings, with "did you mean ...?" for near misses. String
+//     values, including those inside arrays and maps, get ${VAR}
+//     interpolation.
+//  4. Apply $STATE_DIRECTORY (systemd StateDirectory=), read secret files,
+//     fill values derived from others (llm.base_url and llm.model from
+//     llm.provider, server.admin_socket from agent.state_dir) and make
+//     paths absolute against the config file's directory.
+//  5. Validate every value and the rules that tie keys together.
+//
+// # Interpolation
+//
+// After decoding, "${NAME}" inside any string value is replaced with the
+// environment variable NAME (NAME is [A-Za-z_][A-Za-z0-9_]*). "$${" is a
+// literal "${"; any other "$" is kept as it is. Substituted text is never
+// interpolated again and never parsed as TOML, so a variable cannot inject
+// keys. An unclosed "${" or a bad name is a Problem. An unset variable becomes
+// "" and yields a Warning only where the key matters: keys of [wecom] only when
+// wecom.enabled is true, keys of [voice] only when voice.enabled is true, every
+// other key always.
+//
+// # Secrets
+//
+// The secret keys are llm.api_key, wecom.corp_secret, wecom.token,
+// wecom.encoding_aes_key and voice.token. Each may instead be given as
+// KEY_file = "path" (relative to the config file's directory): the file is
+// read and trailing whitespace trimmed. Setting both KEY and KEY_file is a
+// Problem. For these keys only, a value that is exactly "${VAR}" also
+// honours the container convention VAR_FILE: when VAR_FILE is set (and not
+// empty) the secret is read from the file it names; setting both VAR and
+// VAR_FILE is a Problem. Files of a disabled [wecom] or [voice] are not read.
+// Redacted and Secrets let dumps and logs hide secret values; every
+// mcp_servers.*.env and mcp_servers.*.headers value, and the password of any
+// URL, counts as secret too.
+//
+// # Paths
+//
+// agent.workspace, agent.state_dir, server.admin_socket, embedding.model_dir,
+// embedding.onnxruntime_lib and asr.model are made absolute against the
+// config file's directory. $STATE_DIRECTORY, when set, replaces
+// agent.state_dir (the first path if it lists several); an admin_socket
+// inside the configured state_dir moves with it.
+package config
+
+import (
+	"time"
+)
+
+// ExitConfig is the exit status for an invalid configuration (sysexits.h
+// EX_CONFIG). The systemd unit lists it in RestartPreventExitStatus=.
+const ExitConfig = 78
+
+// DefaultPath is where the daemon looks for its config when ./config.toml does
+// not exist and no path is given.
+const DefaultPath = "/etc/agent/config.toml"
+
+// Config is the whole configuration. Load and Parse return it with defaults
+// filled in, relative paths made absolute and secrets read.
+type Config struct {
+	// Path is the absolute path of the file it was loaded from ("" for
+	// Default() and Parse).
+	Path string `toml:"-"`
+
+	Agent      Agent                `toml:"agent"`
+	Server     Server               `toml:"server"`
+	LLM        LLM                  `toml:"llm"`
+	Embedding  Embedding            `toml:"embedding"`
+	ASR        ASR                  `toml:"asr"`
+	Memory     Memory               `toml:"memory"`
+	Security   Security             `toml:"security"`
+	WeCom      WeCom                `toml:"wecom"`
+	Voice      Voice                `toml:"voice"`
+	MCPServers map[string]MCPServer `toml:"mcp_servers"`
+
+	loc *time.Location // agent.timezone, loaded during validation
+}
+
+// Agent is the [agent] section.
+type Agent struct {
+	Name              string   `toml:"name"`
+	Workspace         string   `toml:"workspace"`
+	StateDir          string   `toml:"state_dir"`
+	Timezone          string   `toml:"timezone"`
+	MaxToolIterations int      `toml:"max_tool_iterations"`
+	Owners            []string `toml:"owners"`
+}
+
+// Server is the [server] section.
+type Server struct {
+	Listen      string `toml:"listen"`
+	AdminSocket string `toml:"admin_socket"`
+}
+
+// LLM is the [llm] section.
+type LLM struct {
+	Provider   string   `toml:"provider"`
+	BaseURL    string   `toml:"base_url"`
+	APIKey     string   `toml:"api_key"`
+	Model      string   `toml:"model"`
+	VoiceModel string   `toml:"voice_model"`
+	Vision     bool     `toml:"vision"`
+	MaxTokens  int      `toml:"max_tokens"`
+	Timeout    Duration `toml:"timeout"`
+}
+
+// Embedding is the [embedding] section.
+type Embedding struct {
+	ModelDir       string `toml:"model_dir"`
+	OnnxruntimeLib string `toml:"onnxruntime_lib"`
+	Pooling        string `toml:"pooling"`
+	Threads        int    `toml:"threads"`
+}
+
+// ASR is the [asr] section.
+type ASR struct {
+	Model    string `toml:"model"`
+	Language string `toml:"language"`
+	Threads  int    `toml:"threads"`
+}
+
+// Memory is the [memory] section.
+type Memory struct {
+	SessionMaxMessages int     `toml:"session_max_messages"`
+	CompressionOverlap int     `toml:"compression_overlap"`
+	DedupThreshold     float64 `toml:"dedup_threshold"`
+	RetrievalTopK      int     `toml:"retrieval_top_k"`
+}
+
+// Security is the [security] section.
+type Security struct {
+	DMPolicy  string   `toml:"dm_policy"`
+	AllowFrom []string `toml:"allow_from"`
+}
+
+// WeCom is the [wecom] section.
+type WeCom struct {
+	Enabled        bool     `toml:"enabled"`
+	CorpID         string   `toml:"corp_id"`
+	CorpSecret     string   `toml:"corp_secret"`
+	AgentID        int      `toml:"agent_id"`
+	Token          string   `toml:"token"`
+	EncodingAESKey string   `toml:"encoding_aes_key"`
+	APIBase        string   `toml:"api_base"`
+	Debounce       Duration `toml:"debounce"`
+}
+
+// Voice is the [voice] section.
+type Voice struct {
+	Enabled bool   `toml:"enabled"`
+	Token   string `toml:"token"`
+}
+
+// MCPServer is one [mcp_servers.NAME] table.
+type MCPServer struct {
+	Transport string            `toml:"transport"` // "stdio" or "http"
+	Command   string            `toml:"command"`   // stdio
+	Args      []string          `toml:"args"`      // stdio
+	Env       map[string]string `toml:"env"`       // stdio; values are secrets
+	URL       string            `toml:"url"`       // http
+	Headers   map[string]string `toml:"headers"`   // http; values are secrets
+}
+
+// Env looks up an environment variable. Pass OSEnv (os.LookupEnv) in
+// production; tests inject a map. A nil Env is an empty environment.
+type Env func(key string) (string, bool)
+
+// LLM providers, DM policies, pooling modes and MCP transports.
+const (
+	ProviderOpenAI    = "openai"
+	ProviderDeepSeek  = "deepseek"
+	ProviderDashScope = "dashscope"
+	ProviderOllama    = "ollama"
+	ProviderVLLM      = "vllm"
+	ProviderCustom    = "custom"
+
+	DMPairing   = "pairing"
+	DMAllowlist = "allowlist"
+	DMOpen      = "open"
+	DMClosed    = "closed"
+
+	PoolingCLS  = "cls"
+	PoolingMean = "mean"
+
+	TransportStdio = "stdio"
+	TransportHTTP  = "http"
+)
+
+// providerBaseURLs holds the base_url each provider gets when none is set.
+// ProviderCustom has none: its base_url is required.
+var providerBaseURLs = map[string]string{
+	ProviderOpenAI:    "https://api.openai.com/v1",
+	ProviderDeepSeek:  "https://api.deepseek.com/v1",
+	ProviderDashScope: "https://dashscope.aliyuncs.com/compatible-mode/v1",
+	ProviderOllama:    "http://127.0.0.1:11434/v1",
+	ProviderVLLM:      "http://127.0.0.1:8000/v1",
+	ProviderCustom:    "",
+}
+
+// hostedProviders need an API key to answer at all.
+var hostedProviders = map[string]bool{
+	ProviderOpenAI:    true,
+	ProviderDeepSeek:  true,
+	ProviderDashScope: true,
+}
+
+// DefaultBaseURL returns the base_url used for provider when none is set, and
+// whether provider is known. It is "" for "custom", whose base_url is required.
+func DefaultBaseURL(provider string) (string, bool) {
+	u, ok := providerBaseURLs[provider]
+	return u, ok
+}
+
+// Default values. Paths are relative to the config file's directory.
+const (
+	defaultName              = "agent"
+	defaultWorkspace         = "workspace"
+	defaultStateDir          = "var"
+	defaultTimezone          = "UTC"
+	defaultMaxToolIterations = 20
+	defaultListen            = "127.0.0.1:8080"
+	adminSocketName          = "agent.sock"
+	defaultProvider          = ProviderOpenAI
+	defaultOpenAIModel       = "gpt-4o"
+	defaultMaxTokens         = 4096
+	defaultLLMTimeout        = 60 * time.Second
+	defaultEmbeddingModelDir = "models/bge-small-en-v1.5"
+	defaultPooling           = PoolingCLS
+	defaultThreads           = 2
+	defaultASRModel          = "models/ggml-base.bin"
+	defaultASRLanguage       = "auto"
+	defaultSessionMax        = 40
+	defaultOverlap           = 5
+	defaultDedupThreshold    = 0.92
+	defaultTopK              = 5
+	defaultDMPolicy          = DMPairing
+	defaultWeComAPIBase      = "https://qyapi.weixin.qq.com"
+	defaultDebounce          = 3 * time.Second
+)
+
+// Default returns the configuration an empty config.toml yields, before
+// relative paths are resolved: every path is relative and Path is "".
+func Default() *Config {
+	return &Config{
+		Agent: Agent{
+			Name:              defaultName,
+			Workspace:         defaultWorkspace,
+			StateDir:          defaultStateDir,
+			Timezone:          defaultTimezone,
+			MaxToolIterations: defaultMaxToolIterations,
+			Owners:            []string{},
+		},
+		Server: Server{
+			Listen:      defaultListen,
+			AdminSocket: defaultStateDir + "/" + adminSocketName,
+		},
+		LLM: LLM{
+			Provider:  defaultProvider,
+			BaseURL:   providerBaseURLs[defaultProvider],
+			Model:     defaultOpenAIModel,
+			MaxTokens: defaultMaxTokens,
+			Timeout:   Duration{defaultLLMTimeout},
+		},
+		Embedding: Embedding{
+			ModelDir: defaultEmbeddingModelDir,
+			Pooling:  defaultPooling,
+			Threads:  defaultThreads,
+		},
+		ASR: ASR{
+			Model:    defaultASRModel,
+			Language: defaultASRLanguage,
+			Threads:  defaultThreads,
+		},
+		Memory: Memory{
+			SessionMaxMessages: defaultSessionMax,
+			CompressionOverlap: defaultOverlap,
+			DedupThreshold:     defaultDedupThreshold,
+			RetrievalTopK:      defaultTopK,
+		},
+		Security: Security{
+			DMPolicy:  defaultDMPolicy,
+			AllowFrom: []string{},
+		},
+		WeCom: WeCom{
+			APIBase:  defaultWeComAPIBase,
+			Debounce: Duration{defaultDebounce},
+		},
+		Voice: Voice{
+			Enabled: true,
+		},
+		loc: time.UTC,
+	}
+}
+
+// Location returns agent.timezone as a *time.Location. Load and Parse have
+// already checked that it loads; for a Config built by hand an unloadable zone
+// gives UTC.
+func (c *Config) Location() *time.Location {
+	if c.loc != nil {
+		return c.loc
+	}
+	loc, err := time.LoadLocation(c.Agent.Timezone)
+	if err != nil || c.Agent.Timezone == "" {
+		return time.UTC
+	}
+	return loc
+}

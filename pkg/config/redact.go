@@ -1,0 +1,181 @@
+package config
+
+import (
+	"bytes"
+	"cmp"
+	"fmt"
+	"maps"
+	"net/url"
+	"reflect"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/BurntSushi/toml"
+)
+
+// Mask replaces a non-empty secret in Redacted output.
+const Mask = "***"
+
+func mask(s string) string {
+	if s == "" {
+		return ""
+	}
+	return Mask
+}
+
+// Redacted returns the effective configuration as TOML with every secret
+// replaced by "***" (an empty one stays ""): llm.api_key, wecom.corp_secret,
+// wecom.token, wecom.encoding_aes_key, voice.token, every mcp_servers.*.env
+// and mcp_servers.*.headers value, and the password of any URL. The output
+// decodes back into a Config equal to the input but for those values.
+func (c *Config) Redacted() string {
+	r := c.redactedCopy()
+	var b bytes.Buffer
+	b.WriteString("# Effective configuration; secrets are shown as \"" + Mask + "\".\n")
+	if c.Path != "" {
+		fmt.Fprintf(&b, "# Loaded from %s\n", strings.Join(strings.FieldsFunc(c.Path, isLineBreak), " "))
+	}
+	b.WriteString("\n")
+	validUTF8(reflect.ValueOf(r).Elem())
+	enc := toml.NewEncoder(&b)
+	enc.Indent = ""
+	if err := enc.Encode(r); err != nil {
+		// Only unencodable values (never produced by Parse) get here.
+		return fmt.Sprintf("# cannot encode the configuration: %s\n", strings.Join(strings.FieldsFunc(err.Error(), isLineBreak), " "))
+	}
+	return b.String()
+}
+
+func isLineBreak(r rune) bool { return r == '\n' || r == '\r' }
+
+// validUTF8 replaces invalid UTF-8 (which only an environment variable can
+// bring in) in every string reachable from v, so that the output is TOML.
+// v must be settable and hold no shared maps or slices.
+func validUTF8(v reflect.Value) {
+	switch v.Kind() {
+	case reflect.String:
+		if s := v.String(); !utf8.ValidString(s) {
+			v.SetString(strings.ToValidUTF8(s, "\uFFFD"))
+		}
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() {
+				validUTF8(v.Field(i))
+			}
+		}
+	case reflect.Slice:
+		for i := range v.Len() {
+			validUTF8(v.Index(i))
+		}
+	case reflect.Map:
+		iter := v.MapRange()
+		for iter.Next() {
+			e := reflect.New(v.Type().Elem()).Elem()
+			e.Set(iter.Value())
+			validUTF8(e)
+			v.SetMapIndex(iter.Key(), e)
+		}
+	}
+}
+
+// redactedCopy is a deep copy of c with secrets masked.
+func (c *Config) redactedCopy() *Config {
+	r := *c
+	r.Agent.Owners = slices.Clone(c.Agent.Owners)
+	r.Security.AllowFrom = slices.Clone(c.Security.AllowFrom)
+	r.LLM.APIKey = mask(c.LLM.APIKey)
+	r.LLM.BaseURL = redactURL(c.LLM.BaseURL)
+	r.WeCom.CorpSecret = mask(c.WeCom.CorpSecret)
+	r.WeCom.Token = mask(c.WeCom.Token)
+	r.WeCom.EncodingAESKey = mask(c.WeCom.EncodingAESKey)
+	r.WeCom.APIBase = redactURL(c.WeCom.APIBase)
+	r.Voice.Token = mask(c.Voice.Token)
+	if c.MCPServers != nil {
+		r.MCPServers = make(map[string]MCPServer, len(c.MCPServers))
+		for name, s := range c.MCPServers {
+			s.Args = slices.Clone(s.Args)
+			s.Env = maskMap(s.Env)
+			s.Headers = maskMap(s.Headers)
+			s.URL = redactURL(s.URL)
+			r.MCPServers[name] = s
+		}
+	}
+	return &r
+}
+
+func maskMap(m map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = mask(v)
+	}
+	return out
+}
+
+// redactURL masks the password of a URL, if it has one.
+func redactURL(s string) string {
+	if _, ok := urlPassword(s); !ok {
+		return s
+	}
+	u, _ := url.Parse(s)
+	user := url.User(u.User.Username()).String()
+	u.User = nil
+	// Built by hand: url.URL.String would percent-encode the mask.
+	prefix := u.Scheme + "://"
+	return prefix + user + ":" + Mask + "@" + strings.TrimPrefix(u.String(), prefix)
+}
+
+func urlPassword(s string) (string, bool) {
+	if !strings.Contains(s, "@") {
+		return "", false
+	}
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		return "", false
+	}
+	pw, ok := u.User.Password()
+	return pw, ok && pw != ""
+}
+
+// Secrets returns every non-empty secret value (the values Redacted masks),
+// without duplicates, longest first so that a scrubber replacing them in
+// order never leaves part of a longer one behind.
+func (c *Config) Secrets() []string {
+	set := map[string]bool{}
+	add := func(s string) {
+		if s != "" {
+			set[s] = true
+		}
+	}
+	add(c.LLM.APIKey)
+	add(c.WeCom.CorpSecret)
+	add(c.WeCom.Token)
+	add(c.WeCom.EncodingAESKey)
+	add(c.Voice.Token)
+	urls := []string{c.LLM.BaseURL, c.WeCom.APIBase}
+	for _, s := range c.MCPServers {
+		for _, v := range s.Env {
+			add(v)
+		}
+		for _, v := range s.Headers {
+			add(v)
+		}
+		urls = append(urls, s.URL)
+	}
+	for _, u := range urls {
+		if pw, ok := urlPassword(u); ok {
+			add(pw)
+		}
+	}
+	out := slices.Collect(maps.Keys(set))
+	slices.SortFunc(out, func(a, b string) int {
+		if n := cmp.Compare(len(b), len(a)); n != 0 {
+			return n
+		}
+		return strings.Compare(a, b)
+	})
+	return out
+}

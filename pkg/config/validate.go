@@ -1,0 +1,427 @@
+package config
+
+import (
+	"encoding/base64"
+	"fmt"
+	"maps"
+	"net"
+	"net/netip"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Enumerations, in the order messages list them.
+var (
+	providers     = []string{ProviderOpenAI, ProviderDeepSeek, ProviderDashScope, ProviderOllama, ProviderVLLM, ProviderCustom}
+	poolings      = []string{PoolingCLS, PoolingMean}
+	dmPolicies    = []string{DMPairing, DMAllowlist, DMOpen, DMClosed}
+	mcpTransports = []string{TransportStdio, TransportHTTP}
+)
+
+// Limits.
+const (
+	maxToolIterations = 100
+	maxThreads        = 64
+	maxTopK           = 50
+	// maxSocketPath is the longest unix socket path Linux accepts
+	// (sizeof(sockaddr_un.sun_path) less the terminating NUL).
+	maxSocketPath = 107
+	// aesKeyLen is the length of a WeCom EncodingAESKey: 32 bytes, base64
+	// without its trailing "=".
+	aesKeyLen = 43
+	// shortToken is the length under which a voice token draws a warning.
+	shortToken = 16
+)
+
+// validate checks every value that decoded and the rules across keys. Keys
+// that failed to decode are skipped: they already have a problem.
+func (p *parser) validate(c *Config) {
+	p.validateAgent(c)
+	p.validateServer(c)
+	p.validateLLM(c)
+	p.validateEmbedding(c)
+	p.validateASR(c)
+	p.validateMemory(c)
+	p.validateSecurity(c)
+	p.validateWeCom(c)
+	p.validateVoice(c)
+	p.validateMCP(c)
+}
+
+// check reports a problem at key (a dotted path of plain keys) unless ok
+// holds or the key failed to decode.
+func (p *parser) check(key string, ok bool, format string, args ...any) {
+	p.checkPath(strings.Split(key, "."), ok, format, args...)
+}
+
+func (p *parser) checkPath(path []string, ok bool, format string, args ...any) {
+	if ok || p.isBad(dotted(path)) {
+		return
+	}
+	p.problem(path, "", format, args...)
+}
+
+func nonEmpty(s string) bool { return strings.TrimSpace(s) != "" }
+
+func (p *parser) validateAgent(c *Config) {
+	a := &c.Agent
+	p.check("agent.name", nonEmpty(a.Name), "must not be empty")
+	p.check("agent.workspace", a.Workspace != "", "must not be empty")
+	p.check("agent.state_dir", a.StateDir != "", "must not be empty")
+	p.check("agent.max_tool_iterations", a.MaxToolIterations >= 1 && a.MaxToolIterations <= maxToolIterations,
+		"must be between 1 and %d, not %d", maxToolIterations, a.MaxToolIterations)
+	if !p.isBad("agent.timezone") {
+		if a.Timezone == "" {
+			p.check("agent.timezone", false, "must not be empty (use \"UTC\" or a name such as \"Asia/Shanghai\")")
+		} else if loc, err := time.LoadLocation(a.Timezone); err != nil {
+			p.check("agent.timezone", false, "unknown time zone %q (want an IANA name such as \"Asia/Shanghai\", or \"UTC\")", a.Timezone)
+		} else {
+			c.loc = loc
+		}
+	}
+	p.checkPrincipals("agent.owners", a.Owners)
+	if slices.Contains(a.Owners, "*") && !p.isBad("agent.owners") {
+		p.warn([]string{"agent", "owners"}, "", "contains \"*\": every sender is an owner and may approve pairings")
+	}
+}
+
+// checkPrincipals checks "channel:id" or "*" entries.
+func (p *parser) checkPrincipals(key string, list []string) {
+	if p.isBad(key) {
+		return
+	}
+	path := strings.Split(key, ".")
+	for i, s := range list {
+		if s == "*" || validPrincipal(s) {
+			continue
+		}
+		p.problem(path, fmt.Sprintf("%s[%d]", key, i), "invalid entry %q (want \"channel:id\", e.g. \"wecom:zhangsan\", or \"*\")", s)
+	}
+}
+
+// validPrincipal reports whether s is "channel:id": channel is lower-case
+// letters, digits, '_' and '-', starting with a letter; id is not empty and
+// has no spaces or control characters.
+func validPrincipal(s string) bool {
+	ch, id, ok := strings.Cut(s, ":")
+	if !ok || ch == "" || id == "" {
+		return false
+	}
+	for i := 0; i < len(ch); i++ {
+		c := ch[i]
+		switch {
+		case 'a' <= c && c <= 'z':
+		case i > 0 && ('0' <= c && c <= '9' || c == '_' || c == '-'):
+		default:
+			return false
+		}
+	}
+	for _, r := range id {
+		if r <= ' ' || r == 0x7f || r == '\uFFFD' {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *parser) validateServer(c *Config) {
+	if err := checkListen(c.Server.Listen); err != nil {
+		p.check("server.listen", false, "%v", err)
+	}
+	s := c.Server.AdminSocket
+	if s == "" {
+		// Only when state_dir is empty too, which has its own problem.
+		return
+	}
+	p.check("server.admin_socket", len(s) <= maxSocketPath,
+		"path %q is %d bytes, longer than a unix socket allows (%d); choose a shorter one", s, len(s), maxSocketPath)
+}
+
+// checkListen accepts "host:port" with a numeric port 0..65535 (0: any free
+// port, which tests and benchmarks use; the daemon reports the port it got)
+// and a host that is empty (every interface), an IP address or a DNS name.
+func checkListen(addr string) error {
+	bad := fmt.Errorf("invalid address %q (want host:port, e.g. \"127.0.0.1:8080\" or \":8080\")", addr)
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return bad
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 0 || n > 65535 || strings.TrimLeft(port, "0123456789") != "" {
+		return fmt.Errorf("invalid port %q in %q (want 0 to 65535)", port, addr)
+	}
+	if host == "" || validHost(host) {
+		return nil
+	}
+	return bad
+}
+
+func validHost(h string) bool {
+	if _, err := netip.ParseAddr(h); err == nil {
+		return true
+	}
+	if len(h) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(strings.TrimSuffix(h, "."), ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for i := 0; i < len(label); i++ {
+			c := label[i]
+			if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// ListenIsLoopback reports whether server.listen binds only to the loopback
+// interface: "localhost" or a loopback IP (127.0.0.0/8, ::1). An empty host
+// (every interface) is not loopback.
+func (c *Config) ListenIsLoopback() bool {
+	host, _, err := net.SplitHostPort(c.Server.Listen)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(strings.TrimSuffix(host, "."), "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
+}
+
+// checkHTTPURL accepts an absolute http or https URL with a host.
+func checkHTTPURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Opaque != "" {
+		return fmt.Errorf("invalid URL %q (want http:// or https:// and a host)", redactURL(s))
+	}
+	if u.Port() != "" {
+		if n, err := strconv.Atoi(u.Port()); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("invalid port in URL %q", redactURL(s))
+		}
+	}
+	if u.Fragment != "" {
+		return fmt.Errorf("URL %q must not have a #fragment", redactURL(s))
+	}
+	return nil
+}
+
+func oneOf(v string, list []string) bool { return slices.Contains(list, v) }
+
+// choices formats a list for messages: "a, b or c".
+func choices(list []string) string {
+	if len(list) == 1 {
+		return list[0]
+	}
+	return strings.Join(list[:len(list)-1], ", ") + " or " + list[len(list)-1]
+}
+
+func (p *parser) validateLLM(c *Config) {
+	l := &c.LLM
+	if !oneOf(l.Provider, providers) {
+		p.check("llm.provider", false, "unknown provider %q (want %s)", l.Provider, choices(providers))
+	} else if l.BaseURL == "" {
+		p.check("llm.base_url", false, "required when provider is %q", l.Provider)
+	}
+	if l.BaseURL != "" {
+		if err := checkHTTPURL(l.BaseURL); err != nil {
+			p.check("llm.base_url", false, "%v", err)
+		}
+	}
+	if l.Model == "" && oneOf(l.Provider, providers) {
+		p.check("llm.model", false, "required when provider is %q", l.Provider)
+	}
+	p.check("llm.max_tokens", l.MaxTokens > 0, "must be greater than 0, not %d", l.MaxTokens)
+	p.check("llm.timeout", l.Timeout.Duration > 0, "must be greater than 0, not %q", l.Timeout.String())
+}
+
+func (p *parser) validateEmbedding(c *Config) {
+	e := &c.Embedding
+	p.check("embedding.model_dir", e.ModelDir != "", "must not be empty")
+	p.check("embedding.pooling", oneOf(e.Pooling, poolings), "unknown pooling %q (want %s)", e.Pooling, choices(poolings))
+	p.check("embedding.threads", e.Threads >= 1 && e.Threads <= maxThreads, "must be between 1 and %d, not %d", maxThreads, e.Threads)
+}
+
+func (p *parser) validateASR(c *Config) {
+	a := &c.ASR
+	p.check("asr.model", a.Model != "", "must not be empty")
+	p.check("asr.language", a.Language == "auto" || isLangCode(a.Language),
+		"invalid language %q (want \"auto\" or a two-letter code such as \"en\" or \"zh\")", a.Language)
+	p.check("asr.threads", a.Threads >= 1 && a.Threads <= maxThreads, "must be between 1 and %d, not %d", maxThreads, a.Threads)
+}
+
+func isLangCode(s string) bool {
+	return len(s) == 2 && 'a' <= s[0] && s[0] <= 'z' && 'a' <= s[1] && s[1] <= 'z'
+}
+
+func (p *parser) validateMemory(c *Config) {
+	m := &c.Memory
+	p.check("memory.session_max_messages", m.SessionMaxMessages > 0, "must be greater than 0, not %d", m.SessionMaxMessages)
+	p.check("memory.compression_overlap", m.CompressionOverlap > 0, "must be greater than 0, not %d", m.CompressionOverlap)
+	if m.SessionMaxMessages > 0 && m.CompressionOverlap > 0 && !p.isBad("memory.session_max_messages") {
+		p.check("memory.compression_overlap", m.CompressionOverlap < m.SessionMaxMessages,
+			"must be less than memory.session_max_messages (%d), not %d", m.SessionMaxMessages, m.CompressionOverlap)
+	}
+	p.check("memory.dedup_threshold", m.DedupThreshold > 0 && m.DedupThreshold <= 1,
+		"must be greater than 0 and at most 1, not %v", m.DedupThreshold)
+	p.check("memory.retrieval_top_k", m.RetrievalTopK >= 1 && m.RetrievalTopK <= maxTopK,
+		"must be between 1 and %d, not %d", maxTopK, m.RetrievalTopK)
+}
+
+func (p *parser) validateSecurity(c *Config) {
+	s := &c.Security
+	p.check("security.dm_policy", oneOf(s.DMPolicy, dmPolicies), "unknown policy %q (want %s)", s.DMPolicy, choices(dmPolicies))
+	p.checkPrincipals("security.allow_from", s.AllowFrom)
+	if s.DMPolicy == DMAllowlist && len(s.AllowFrom) == 0 && !p.isBad("security.allow_from") {
+		p.warn([]string{"security", "allow_from"}, "", "is empty and dm_policy is \"allowlist\": nobody can message the agent")
+	}
+}
+
+// validateWeCom checks [wecom] only when it is enabled; a disabled section
+// is type-checked and nothing more.
+func (p *parser) validateWeCom(c *Config) {
+	w := &c.WeCom
+	if !w.Enabled {
+		return
+	}
+	const when = "required when wecom.enabled is true"
+	p.check("wecom.corp_id", nonEmpty(w.CorpID), when)
+	p.check("wecom.corp_secret", nonEmpty(w.CorpSecret), when)
+	p.check("wecom.agent_id", w.AgentID > 0, "must be greater than 0 when wecom.enabled is true (the AgentId of the app), not %d", w.AgentID)
+	p.check("wecom.token", nonEmpty(w.Token), when)
+	switch {
+	case w.EncodingAESKey == "":
+		p.check("wecom.encoding_aes_key", false, when)
+	case len(w.EncodingAESKey) != aesKeyLen:
+		p.check("wecom.encoding_aes_key", false, "must be exactly %d characters, not %d", aesKeyLen, len(w.EncodingAESKey))
+	default:
+		if b, err := base64.StdEncoding.DecodeString(w.EncodingAESKey + "="); err != nil || len(b) != 32 {
+			p.check("wecom.encoding_aes_key", false, "is not base64 (want the 43 characters WeCom shows, A-Z a-z 0-9 + /)")
+		}
+	}
+	if err := checkHTTPURL(w.APIBase); err != nil {
+		p.check("wecom.api_base", false, "%v", err)
+	}
+	p.check("wecom.debounce", w.Debounce.Duration >= 0, "must not be negative, not %q", w.Debounce.String())
+}
+
+func (p *parser) validateVoice(c *Config) {
+	v := &c.Voice
+	if !v.Enabled || p.isBad("voice.token") {
+		return
+	}
+	if v.Token == "" {
+		if c.ListenIsLoopback() || p.isBad("server.listen") || checkListen(c.Server.Listen) != nil {
+			return
+		}
+		// Point at [voice] when the file has it, else at server.listen.
+		at := []string{"voice", "token"}
+		if p.lines.line(at) == 0 {
+			at = []string{"server", "listen"}
+		}
+		p.problem(at, "voice.token", "required when voice.enabled is true and server.listen (%q) is not a loopback address", c.Server.Listen)
+		return
+	}
+	if len(v.Token) < shortToken {
+		p.warn([]string{"voice", "token"}, "", "is shorter than %d characters; use a long random one (e.g. openssl rand -hex 24)", shortToken)
+	}
+}
+
+func (p *parser) validateMCP(c *Config) {
+	for _, name := range slices.Sorted(maps.Keys(c.MCPServers)) {
+		s := c.MCPServers[name]
+		path := []string{"mcp_servers", name}
+		key := dotted(path)
+		if !validServerName(name) {
+			p.problem(path, "", "invalid server name (want letters, digits, '_' and '-')")
+		} else if strings.Contains(name, "__") {
+			p.problem(path, "", "server name must not contain \"__\" (tool names are SERVER__TOOL)")
+		}
+		if p.isBad(key) {
+			continue
+		}
+		transport := s.Transport
+		if transport == "" {
+			if p.isBad(dotted(sub(path, "transport"))) || p.isBad(dotted(sub(path, "command"))) || p.isBad(dotted(sub(path, "url"))) {
+				continue
+			}
+			switch {
+			case s.Command != "" && s.URL == "":
+				transport = TransportStdio
+			case s.URL != "" && s.Command == "":
+				transport = TransportHTTP
+			default:
+				p.problem(sub(path, "transport"), "", "required (want %s)", choices(mcpTransports))
+				continue
+			}
+			s.Transport = transport
+			c.MCPServers[name] = s
+		}
+		switch transport {
+		case TransportStdio:
+			p.checkPath(sub(path, "command"), s.Command != "", "required when transport is \"stdio\"")
+			if s.URL != "" || len(s.Headers) > 0 {
+				p.warn(path, "", "url and headers are ignored when transport is \"stdio\"")
+			}
+			for _, k := range sortedKeys(s.Env) {
+				if k == "" || strings.ContainsAny(k, "=\x00") {
+					p.problem(sub(path, "env"), "", "invalid variable name %q", k)
+				}
+			}
+		case TransportHTTP:
+			if s.URL == "" {
+				p.checkPath(sub(path, "url"), false, "required when transport is \"http\"")
+			} else if err := checkHTTPURL(s.URL); err != nil {
+				p.checkPath(sub(path, "url"), false, "%v", err)
+			}
+			if s.Command != "" || len(s.Args) > 0 || len(s.Env) > 0 {
+				p.warn(path, "", "command, args and env are ignored when transport is \"http\"")
+			}
+			for _, k := range sortedKeys(s.Headers) {
+				if !validHeaderName(k) {
+					p.problem(sub(path, "headers"), "", "invalid header name %q", k)
+				} else if strings.ContainsAny(s.Headers[k], "\r\n\x00") {
+					p.problem(sub(sub(path, "headers"), k), "", "header value must not contain CR, LF or NUL")
+				}
+			}
+		default:
+			p.checkPath(sub(path, "transport"), false, "unknown transport %q (want %s)", transport, choices(mcpTransports))
+		}
+	}
+}
+
+func sortedKeys(m map[string]string) []string { return slices.Sorted(maps.Keys(m)) }
+
+func validServerName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// validHeaderName reports whether s is an HTTP token (RFC 9110 tchar).
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0 {
+			continue
+		}
+		return false
+	}
+	return true
+}

@@ -1,0 +1,235 @@
+package doctor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"agent/pkg/config"
+)
+
+func noEnv(string) (string, bool) { return "", false }
+
+func loadConfig(t *testing.T, dir, body string) (*config.Config, []config.Warning, error) {
+	t.Helper()
+	path := filepath.Join(dir, "config.toml")
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return config.Load(path, noEnv)
+}
+
+func find(t *testing.T, rs []Result, name string) Result {
+	t.Helper()
+	for _, r := range rs {
+		if r.Name == name {
+			return r
+		}
+	}
+	t.Fatalf("no %s check in %+v", name, rs)
+	return Result{}
+}
+
+func TestBrokenConfigFailsAndStops(t *testing.T) {
+	dir := t.TempDir()
+	_, _, err := loadConfig(t, dir, "[llm]\ntimeout = \"soon\"\n")
+	if err == nil {
+		t.Fatal("config accepted")
+	}
+	e := Env{ConfigPath: filepath.Join(dir, "config.toml"), ConfigErr: err}
+	rs := Run(context.Background(), Checks(e), time.Minute)
+	if len(rs) != 1 || rs[0].Level != Fail || !strings.Contains(rs[0].Detail, "llm.timeout") || rs[0].Fix == "" {
+		t.Fatalf("results = %+v", rs)
+	}
+	if !Failed(rs) {
+		t.Fatal("Failed() = false")
+	}
+}
+
+func baseEnv(t *testing.T, extra string, llm *httptest.Server) Env {
+	t.Helper()
+	dir := t.TempDir()
+	url := "http://127.0.0.1:1/v1"
+	if llm != nil {
+		url = llm.URL + "/v1"
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	body := `[agent]
+state_dir = "var"
+[server]
+listen = "` + addr + `"
+admin_socket = "var/agent.sock"
+[llm]
+provider = "custom"
+base_url = "` + url + `"
+model = "m"
+api_key = "sk-test-secret"
+[embedding]
+model_dir = "nope"
+[asr]
+model = "nope.bin"
+` + extra
+	cfg, warns, err := loadConfig(t, dir, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meminfo := filepath.Join(dir, "meminfo")
+	os.WriteFile(meminfo, []byte("MemTotal: 8000000 kB\nMemAvailable: 4000000 kB\n"), 0o600)
+	return Env{ConfigPath: cfg.Path, Config: cfg, Warnings: warns, MemInfo: meminfo, CgroupMemMax: filepath.Join(dir, "none")}.withDefaults()
+}
+
+func TestHealthyishInstall(t *testing.T) {
+	llm := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/models" || r.Header.Get("Authorization") != "Bearer sk-test-secret" {
+			http.Error(w, `{"error":{"message":"bad"}}`, http.StatusUnauthorized)
+			return
+		}
+		w.Write([]byte(`{"object":"list","data":[{"id":"m","object":"model"}]}`))
+	}))
+	defer llm.Close()
+	e := baseEnv(t, "", llm)
+	rs := Run(context.Background(), Checks(e), time.Minute)
+	want := map[string]Level{
+		"config": OK, "state_dir": OK, "database": OK, "llm": OK, "wecom": OK,
+		"daemon": Warn, "disk": OK, "memory": OK,
+		"embedding_model": Fail, "asr_model": Fail,
+	}
+	for name, lvl := range want {
+		if r := find(t, rs, name); r.Level != lvl {
+			t.Errorf("%s = %s (%s); want %s", name, r.Level, r.Detail, lvl)
+		}
+	}
+	if r := find(t, rs, "embedding_model"); !strings.Contains(r.Fix, "fetch-models") {
+		t.Errorf("embedding fix = %q", r.Fix)
+	}
+	var b bytes.Buffer
+	WriteText(&b, rs)
+	for _, line := range strings.Split(strings.TrimSpace(b.String()), "\n") {
+		lvl := strings.Fields(line)[0]
+		if lvl != "ok" && lvl != "warn" && lvl != "fail" {
+			t.Errorf("bad line %q", line)
+		}
+	}
+	if strings.Contains(b.String(), "sk-test-secret") {
+		t.Fatal("secret printed")
+	}
+	b.Reset()
+	WriteJSON(&b, rs)
+	var parsed struct {
+		OK     bool
+		Checks []Result
+	}
+	if err := json.Unmarshal(b.Bytes(), &parsed); err != nil || parsed.OK || len(parsed.Checks) != len(rs) {
+		t.Fatalf("json: %v %+v", err, parsed)
+	}
+}
+
+func TestLLMAnswers(t *testing.T) {
+	cases := []struct {
+		name   string
+		status int
+		want   Level
+	}{{"ok", 200, OK}, {"bad key", 401, Fail}, {"no models route", 404, Warn}}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(c.status) }))
+			defer srv.Close()
+			e := baseEnv(t, "", srv)
+			if r := e.checkLLM(context.Background()); r.Level != c.want {
+				t.Fatalf("level %s (%s); want %s", r.Level, r.Detail, c.want)
+			}
+		})
+	}
+	e := baseEnv(t, "", nil) // nothing listens on port 1
+	if r := e.checkLLM(context.Background()); r.Level != Fail || !strings.Contains(r.Detail, "unreachable") || strings.Contains(r.Detail, "sk-test") {
+		t.Fatalf("unreachable: %+v", r)
+	}
+	e.Config.LLM.APIKey = ""
+	if r := e.checkLLM(context.Background()); r.Level != Fail || !strings.Contains(r.Fix, "OPENAI_API_KEY") {
+		t.Fatalf("empty key: %+v", r)
+	}
+}
+
+func TestHungLLMIsBounded(t *testing.T) {
+	block := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-block }))
+	defer srv.Close()
+	defer close(block)
+	e := baseEnv(t, "", srv)
+	rs := Run(context.Background(), []Check{{"llm", e.checkLLM}}, 200*time.Millisecond)
+	if rs[0].Level != Fail {
+		t.Fatalf("hung endpoint: %+v", rs[0])
+	}
+}
+
+func TestDaemonPortTaken(t *testing.T) {
+	e := baseEnv(t, "", nil)
+	ln, err := net.Listen("tcp", e.Config.Server.Listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if r := e.checkDaemon(context.Background()); r.Level != Fail || !strings.Contains(r.Detail, "taken") {
+		t.Fatalf("%+v", r)
+	}
+}
+
+func TestWeComKey(t *testing.T) {
+	e := baseEnv(t, "", nil)
+	e.Config.WeCom = config.WeCom{Enabled: true, CorpID: "wx1", CorpSecret: "s", AgentID: 1, Token: "t", EncodingAESKey: strings.Repeat("!", 43)}
+	if r := e.checkWeCom(context.Background()); r.Level != Fail || !strings.Contains(r.Detail, "32-byte") {
+		t.Fatalf("%+v", r)
+	}
+	e.Config.WeCom.EncodingAESKey = "jWmYm7qr5nMoAUwZRjGtBxmz3KA1tkAj3ykkR6q2B2C"
+	if r := e.checkWeCom(context.Background()); r.Level != OK {
+		t.Fatalf("%+v", r)
+	}
+	e.Config.WeCom.CorpSecret = ""
+	if r := e.checkWeCom(context.Background()); r.Level != Fail || !strings.Contains(r.Detail, "wecom.corp_secret") {
+		t.Fatalf("%+v", r)
+	}
+}
+
+func TestCorruptDatabase(t *testing.T) {
+	e := baseEnv(t, "", nil)
+	os.MkdirAll(e.Config.Agent.StateDir, 0o750)
+	db := filepath.Join(e.Config.Agent.StateDir, "agent.db")
+	os.WriteFile(db, []byte("garbage garbage garbage garbage"), 0o600)
+	r := e.checkDatabase(context.Background())
+	if r.Level != Fail || !strings.Contains(r.Fix, "mv "+db) {
+		t.Fatalf("%+v", r)
+	}
+}
+
+func TestLowMemoryWarns(t *testing.T) {
+	e := baseEnv(t, "", nil)
+	os.WriteFile(e.MemInfo, []byte("MemAvailable: 100000 kB\n"), 0o600)
+	if r := e.checkMemory(context.Background()); r.Level != Warn {
+		t.Fatalf("%+v", r)
+	}
+	os.WriteFile(e.MemInfo, []byte("garbage"), 0o600)
+	if r := e.checkMemory(context.Background()); r.Level != Warn {
+		t.Fatalf("%+v", r)
+	}
+}
+
+func TestPanickingCheckContained(t *testing.T) {
+	rs := Run(context.Background(), []Check{{"boom", func(context.Context) Result { panic(errors.New("x")) }}}, time.Second)
+	if rs[0].Level != Fail || rs[0].Name != "boom" {
+		t.Fatalf("%+v", rs)
+	}
+}
