@@ -1,0 +1,51 @@
+package embed
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"agent/pkg/embed/embedtest"
+)
+
+// The benchmarks run the full bge-small shape (12 layers, hidden 384) with
+// random weights, generated on first use into testdata/models (git-ignored).
+
+func bgeSmall(b *testing.B) *Embedder {
+	b.Helper()
+	dir := filepath.Join(repoRoot(b), "testdata", "models", "bge-small-random")
+	if err := embedtest.EnsureBGESmall(dir); err != nil {
+		b.Fatal(err)
+	}
+	return newTestEmbedder(b, Config{ModelDir: dir, Threads: 2})
+}
+
+const benchSentence = "Please remind the team that the quarterly budget review moves to Thursday afternoon."
+
+func BenchmarkEmbedOne(b *testing.B) {
+	e := bgeSmall(b)
+	ctx := context.Background()
+	texts := []string{benchSentence}
+	for b.Loop() {
+		if _, err := e.Embed(ctx, texts); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/sentence")
+}
+
+func BenchmarkEmbedBatch32(b *testing.B) {
+	e := bgeSmall(b)
+	ctx := context.Background()
+	texts := make([]string, 32)
+	for i := range texts {
+		texts[i] = fmt.Sprintf("Item %d: %s", i, benchSentence)
+	}
+	for b.Loop() {
+		if _, err := e.Embed(ctx, texts); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N*len(texts)), "ms/sentence")
+}

@@ -1,0 +1,276 @@
+//go:build cgo
+
+package embed
+
+// Everything that touches ONNX Runtime (through github.com/yalue/onnxruntime_go,
+// which needs cgo) lives in this file; onnx_stub.go stands in for it when
+// cgo is off, so the pure-Go parts (Tokenizer) still build and test.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	ort "github.com/yalue/onnxruntime_go"
+)
+
+type session = ort.DynamicAdvancedSession
+
+// onnxruntime_go keeps one process-global ONNX Runtime environment (the
+// loaded library and its OrtEnv): a limitation of that library, not a
+// choice of ours. Loading it is therefore global too; this is the only
+// package-level mutable state here, and it exists to make LoadRuntime
+// idempotent and safe for concurrent use.
+var runtimeState struct {
+	sync.Mutex
+	loaded        bool
+	path, version string
+}
+
+// LoadRuntime initialises ONNX Runtime from the first of paths that loads
+// and returns its version and path. Later calls return the same result
+// without loading anything (the environment lives for the rest of the
+// process); after a failure a later call tries again. If another package
+// initialised onnxruntime_go first, that environment is used and path is
+// reported as "(initialised elsewhere)". The error wraps ErrRuntimeMissing
+// and lists what was tried.
+func LoadRuntime(paths []string) (version string, path string, err error) {
+	runtimeState.Lock()
+	defer runtimeState.Unlock()
+	if runtimeState.loaded {
+		return runtimeState.version, runtimeState.path, nil
+	}
+	if ort.IsInitialized() {
+		runtimeState.loaded = true
+		runtimeState.path = "(initialised elsewhere)"
+		runtimeState.version = ort.GetVersion()
+		return runtimeState.version, runtimeState.path, nil
+	}
+	if len(paths) == 0 {
+		paths = Candidates("", "")
+	}
+	var tried []string
+	for _, p := range paths {
+		if strings.ContainsRune(p, filepath.Separator) {
+			if _, err := os.Stat(p); err != nil {
+				tried = append(tried, p+": not found")
+				continue
+			}
+		}
+		ort.SetSharedLibraryPath(p)
+		if err := ort.InitializeEnvironment(ort.WithLogLevelError()); err != nil {
+			msg := err.Error()
+			if strings.Contains(msg, "ORT API base") {
+				msg += " (the library is older than ONNX Runtime 1.24 / C API 24, which github.com/yalue/onnxruntime_go v1.27 needs)"
+			}
+			tried = append(tried, p+": "+msg)
+			continue
+		}
+		runtimeState.loaded = true
+		runtimeState.path = p
+		runtimeState.version = ort.GetVersion()
+		return runtimeState.version, runtimeState.path, nil
+	}
+	return "", "", fmt.Errorf("embed: %w (tried %s)", ErrRuntimeMissing, strings.Join(tried, "; "))
+}
+
+func configure(opts *ort.SessionOptions, threads int) error {
+	if err := opts.SetIntraOpNumThreads(threads); err != nil {
+		return err
+	}
+	if err := opts.SetInterOpNumThreads(1); err != nil {
+		return err
+	}
+	if err := opts.SetExecutionMode(ort.ExecutionModeSequential); err != nil {
+		return err
+	}
+	// Idle worker threads would otherwise spin for a while after each run,
+	// burning a core that whisper or the agent could use.
+	if err := opts.AddSessionConfigEntry("session.intra_op.allow_spinning", "0"); err != nil {
+		return err
+	}
+	return opts.SetLogSeverityLevel(ort.LoggingLevelError)
+}
+
+// openSession reads the model's signature (see inspect) and creates the
+// ONNX Runtime session.
+func (e *Embedder) openSession(modelPath string) error {
+	if err := e.inspect(modelPath); err != nil {
+		return err
+	}
+	opts, err := ort.NewSessionOptions()
+	if err != nil {
+		return fmt.Errorf("embed: session options: %w", err)
+	}
+	defer opts.Destroy()
+	if err := configure(opts, e.cfg.Threads); err != nil {
+		return fmt.Errorf("embed: session options: %w", err)
+	}
+	e.session, err = ort.NewDynamicAdvancedSession(modelPath, e.inputs, []string{e.output}, opts)
+	if err != nil {
+		return fmt.Errorf("embed: load model %s: %w", modelPath, err)
+	}
+	return nil
+}
+
+// ortSignature asks ONNX Runtime for the model's inputs and outputs (it
+// builds a throwaway session).
+func ortSignature(modelPath string) (ins, outs []tensorSig, err error) {
+	opts, err := ort.NewSessionOptions()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer opts.Destroy()
+	if err := opts.SetGraphOptimizationLevel(ort.GraphOptimizationLevelDisableAll); err != nil {
+		return nil, nil, err
+	}
+	oins, oouts, err := ort.GetInputOutputInfoWithOptions(modelPath, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	conv := func(infos []ort.InputOutputInfo) []tensorSig {
+		var out []tensorSig
+		for _, i := range infos {
+			out = append(out, tensorSig{
+				name:   i.Name,
+				tensor: i.OrtValueType == ort.ONNXTypeTensor,
+				elem:   int64(i.DataType),
+				dims:   slices.Clone(i.Dimensions),
+			})
+		}
+		return out
+	}
+	return conv(oins), conv(oouts), nil
+}
+
+// infer pads one batch and runs the model, returning its output ([b,s,h]
+// or [b,h]), the attention mask ([b,s]), s and h. Every native value it
+// creates is destroyed before it returns, on every path; the returned
+// slices are Go memory.
+func (e *Embedder) infer(ctx context.Context, rows [][]int) (hidden []float32, mask []int64, s, h int, err error) {
+	b := len(rows)
+	for _, r := range rows {
+		s = max(s, len(r))
+	}
+	ids := make([]int64, b*s)
+	mask = make([]int64, b*s)
+	for i, r := range rows {
+		for j := range s {
+			if j < len(r) {
+				ids[i*s+j] = int64(r[j])
+				mask[i*s+j] = 1
+			} else {
+				ids[i*s+j] = int64(e.tok.padID)
+			}
+		}
+	}
+	shape := ort.NewShape(int64(b), int64(s))
+	var inputs []ort.Value
+	defer func() {
+		for _, v := range inputs {
+			e.destroy(v)
+		}
+	}()
+	for _, name := range e.inputs {
+		data := make([]int64, b*s) // token_type_ids: all zero for one sequence
+		switch name {
+		case "input_ids":
+			data = ids
+		case "attention_mask":
+			data = mask
+		}
+		t, err := ort.NewTensor(shape, data)
+		if err != nil {
+			return nil, nil, 0, 0, fmt.Errorf("embed: input tensor: %w", err)
+		}
+		e.created()
+		inputs = append(inputs, t)
+	}
+
+	outputs := []ort.Value{nil} // nil: ONNX Runtime allocates (size unknown)
+	if e.dim > 0 {
+		outShape := ort.NewShape(int64(b), int64(s), int64(e.dim))
+		if e.outRank == 2 {
+			outShape = ort.NewShape(int64(b), int64(e.dim))
+		}
+		t, err := ort.NewEmptyTensor[float32](outShape)
+		if err != nil {
+			return nil, nil, 0, 0, fmt.Errorf("embed: output tensor: %w", err)
+		}
+		e.created()
+		outputs[0] = t
+	}
+	defer func() {
+		if outputs[0] != nil {
+			e.destroy(outputs[0])
+		}
+	}()
+
+	e.runMu.Lock()
+	err = e.runSession(ctx, inputs, outputs)
+	e.runMu.Unlock()
+	if outputs[0] != nil && e.dim == 0 {
+		e.created() // allocated by the run
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, nil, 0, 0, fmt.Errorf("embed: %w", ctx.Err())
+		}
+		return nil, nil, 0, 0, fmt.Errorf("embed: inference: %w", err)
+	}
+	out, ok := outputs[0].(*ort.Tensor[float32])
+	if !ok {
+		return nil, nil, 0, 0, fmt.Errorf("embed: model output %s is not a float tensor", e.output)
+	}
+	got := out.GetShape()
+	var want ort.Shape
+	if e.outRank == 3 {
+		want = ort.NewShape(int64(b), int64(s), got[len(got)-1])
+	} else {
+		want = ort.NewShape(int64(b), got[len(got)-1])
+	}
+	if !got.Equals(want) || got[len(got)-1] <= 0 || (e.dim > 0 && got[len(got)-1] != int64(e.dim)) {
+		return nil, nil, 0, 0, fmt.Errorf("embed: model output %s has shape %v, want %v", e.output, got, want)
+	}
+	return out.GetData(), mask, s, int(got[len(got)-1]), nil
+}
+
+// runSession runs the session; cancelling ctx terminates the run.
+func (e *Embedder) runSession(ctx context.Context, inputs, outputs []ort.Value) error {
+	if ctx.Done() == nil {
+		return e.session.Run(inputs, outputs)
+	}
+	opts, err := ort.NewRunOptions()
+	if err != nil {
+		return err
+	}
+	e.created()
+	defer func() {
+		opts.Destroy()
+		e.live.Add(-1)
+	}()
+	var mu sync.Mutex
+	finished := false
+	stop := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !finished {
+			opts.Terminate()
+		}
+	})
+	err = e.session.RunWithOptions(inputs, outputs, opts)
+	stop()
+	mu.Lock()
+	finished = true
+	mu.Unlock()
+	return err
+}
+
+func (e *Embedder) destroy(v ort.Value) {
+	v.Destroy()
+	e.live.Add(-1)
+}
