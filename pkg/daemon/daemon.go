@@ -48,9 +48,10 @@ type Options struct {
 	Logger          *slog.Logger
 	Scrubber        *logging.Scrubber
 	Notifier        Notifier
-	Models          Models          // nil: no local models
-	Reload          <-chan struct{} // SIGHUP
-	ShutdownTimeout time.Duration   // default 10s; the unit's TimeoutStopSec must be larger
+	Models          Models                  // nil: no local models
+	Reload          <-chan struct{}         // SIGHUP
+	Checks          map[string]health.Check // extra health checks from features
+	ShutdownTimeout time.Duration           // default 10s; the unit's TimeoutStopSec must be larger
 	Now             func() time.Time
 }
 
@@ -132,6 +133,9 @@ func (d *Daemon) run(ctx context.Context) error {
 	d.checker.Register("database", st.Ping)
 	d.checker.Register("http", d.checkServing)
 	d.checker.Register("state_dir", func(context.Context) error { return checkDisk(stateDir) })
+	for name, c := range d.opts.Checks {
+		d.checker.Register(name, c)
+	}
 
 	ln, err := net.Listen("tcp", cfg.Server.Listen)
 	if err != nil {
