@@ -35,6 +35,7 @@ commands:
   doctor [-v]   check config, state dir, database, runtimes, models, LLM, daemon, disk, memory
   status        the running daemon's health, components and memory use
   reload        make the daemon re-read its configuration (like SIGHUP)
+  models verify check the configured model files' SHA-256 sums
   version       print the version
 `
 
@@ -71,6 +72,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env confi
 			fmt.Fprintln(stdout, "reloaded")
 			return nil
 		})
+	case "models":
+		if len(rest) != 1 || rest[0] != "verify" {
+			fmt.Fprintln(stderr, "usage: agentctl models verify")
+			return 2
+		}
+		return runModelsVerify(path, *asJSON, stdout, stderr, env)
 	case "version":
 		fmt.Fprintln(stdout, buildinfo.String("agentctl"))
 		return 0
@@ -153,6 +160,32 @@ func withClient(path string, stderr io.Writer, env config.Env, fn func(*admin.Cl
 			fmt.Fprintln(stderr, "agentctl: start it with systemctl start agent (or make run)")
 			return 3
 		}
+		return 1
+	}
+	return 0
+}
+
+func runModelsVerify(path string, asJSON bool, stdout, stderr io.Writer, env config.Env) int {
+	cfg, _, err := config.Load(path, env)
+	if err != nil {
+		fmt.Fprintf(stderr, "agentctl: %v\n", err)
+		return config.ExitConfig
+	}
+	vs := localmodels.Verify(cfg)
+	bad := false
+	for _, v := range vs {
+		bad = bad || v.Status == "mismatch" || v.Status == "missing"
+	}
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		enc.Encode(vs)
+	} else {
+		for _, v := range vs {
+			fmt.Fprintf(stdout, "%-8s  %s  %s\n", v.Status, v.Path, v.Detail)
+		}
+	}
+	if bad {
 		return 1
 	}
 	return 0
