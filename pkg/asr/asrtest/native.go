@@ -1,0 +1,131 @@
+package asrtest
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"agent/pkg/audio"
+)
+
+// RequireNativeEnv names the environment variable that turns a missing
+// native dependency from a skip into a failure (make test and CI set it).
+const RequireNativeEnv = "AGENT_REQUIRE_NATIVE"
+
+// Unavailable reports a native dependency the test cannot have: t.Skip
+// naming the fix, or t.Fatal when AGENT_REQUIRE_NATIVE=1.
+func Unavailable(tb testing.TB, what string, err error) {
+	tb.Helper()
+	msg := fmt.Sprintf("%s unavailable: %v (install the native dependencies with `make deps`)", what, err)
+	if os.Getenv(RequireNativeEnv) == "1" {
+		tb.Fatalf("%s; %s=1 requires it", msg, RequireNativeEnv)
+	}
+	tb.Skip(msg)
+}
+
+// TinyModel returns the cached random tiny model (see EnsureTinyModel) in
+// ModelDir, or reports it Unavailable.
+func TinyModel(tb testing.TB, multilingual bool) string {
+	tb.Helper()
+	dir, err := ModelDir()
+	if err == nil {
+		var path string
+		if path, err = EnsureTinyModel(dir, multilingual); err == nil {
+			return path
+		}
+	}
+	Unavailable(tb, "random test model", err)
+	return ""
+}
+
+// Speech returns text spoken by espeak-ng as 16 kHz mono float32 samples.
+// The WAV is converted with sox (ffmpeg if sox is missing) and cached in
+// ModelDir under a name derived from the text, so it is made once.
+func Speech(text string) ([]float32, error) {
+	dir, err := ModelDir()
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256([]byte(text))
+	path := filepath.Join(dir, "speech-"+hex.EncodeToString(sum[:6])+".wav")
+	if _, err := os.Stat(path); err != nil {
+		if err := makeSpeech(dir, path, text); err != nil {
+			return nil, err
+		}
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("asrtest: speech: %w", err)
+	}
+	defer f.Close()
+	samples, rate, channels, err := audio.ReadWAV(f)
+	if err != nil {
+		return nil, fmt.Errorf("asrtest: speech %s: %w", path, err)
+	}
+	if rate != 16000 || channels != 1 {
+		return nil, fmt.Errorf("asrtest: speech %s: %d Hz x%d, want 16000 Hz mono", path, rate, channels)
+	}
+	return samples, nil
+}
+
+func makeSpeech(dir, path, text string) error {
+	espeak, err := exec.LookPath("espeak-ng")
+	if err != nil {
+		return fmt.Errorf("asrtest: speech: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("asrtest: speech: %w", err)
+	}
+	tmp, err := os.MkdirTemp(dir, "speech-*")
+	if err != nil {
+		return fmt.Errorf("asrtest: speech: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	raw, conv := filepath.Join(tmp, "espeak.wav"), filepath.Join(tmp, "16k.wav")
+	if err := run(espeak, "-w", raw, text); err != nil {
+		return err
+	}
+	if sox, err := exec.LookPath("sox"); err == nil {
+		err = run(sox, raw, "-r", "16000", "-c", "1", "-b", "16", "-e", "signed-integer", conv)
+		if err != nil {
+			return err
+		}
+	} else if ffmpeg, err := exec.LookPath("ffmpeg"); err == nil {
+		if err := run(ffmpeg, "-nostdin", "-loglevel", "error", "-y", "-i", raw,
+			"-ar", "16000", "-ac", "1", "-c:a", "pcm_s16le", conv); err != nil {
+			return err
+		}
+	} else {
+		return errors.New("asrtest: speech: neither sox nor ffmpeg is installed")
+	}
+	if err := os.Rename(conv, path); err != nil {
+		return fmt.Errorf("asrtest: speech: %w", err)
+	}
+	return nil
+}
+
+func run(name string, args ...string) error {
+	var stderr bytes.Buffer
+	cmd := exec.Command(name, args...)
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("asrtest: %s: %w: %s", filepath.Base(name), err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	return nil
+}
+
+// SpeechOrSkip is Speech with the native-dependency policy applied.
+func SpeechOrSkip(tb testing.TB, text string) []float32 {
+	tb.Helper()
+	s, err := Speech(text)
+	if err != nil {
+		Unavailable(tb, "espeak-ng speech", err)
+	}
+	return s
+}
