@@ -259,6 +259,15 @@ func TestDaemonLifecycle(t *testing.T) {
 	if resp.StatusCode != 200 || hz.Status != "ok" {
 		t.Fatalf("/healthz = %d %+v", resp.StatusCode, hz)
 	}
+	degraded := map[string]bool{}
+	for _, c := range hz.Checks {
+		if c.Status == "degraded" {
+			degraded[c.Name] = true
+		}
+	}
+	if !degraded["llm"] {
+		t.Errorf("/healthz does not report the missing LLM key: %+v", hz.Checks)
+	}
 
 	// The watchdog is fed while healthy.
 	ns.await(t, "WATCHDOG=1")

@@ -133,6 +133,7 @@ func (d *Daemon) run(ctx context.Context) error {
 	d.checker.Register("database", st.Ping)
 	d.checker.Register("http", d.checkServing)
 	d.checker.Register("state_dir", func(context.Context) error { return checkDisk(stateDir) })
+	d.checker.Register("llm", d.checkLLMConfigured)
 	for name, c := range d.opts.Checks {
 		d.checker.Register(name, c)
 	}
@@ -294,6 +295,21 @@ func (d *Daemon) watchdog(ctx context.Context, every time.Duration) {
 			}
 		}
 	}
+}
+
+// checkLLMConfigured reports the remote model as unavailable (degraded, not
+// failing: local features keep working) while no API key is configured for
+// a provider that needs one.
+func (d *Daemon) checkLLMConfigured(context.Context) error {
+	l := d.config().LLM
+	switch l.Provider {
+	case config.ProviderOllama, config.ProviderVLLM, config.ProviderCustom:
+		return nil
+	}
+	if l.APIKey == "" {
+		return fmt.Errorf("%w: llm.api_key is empty; replies need the remote model (set it, then agentctl reload)", health.ErrDegraded)
+	}
+	return nil
 }
 
 func (d *Daemon) checkServing(context.Context) error {
