@@ -2,8 +2,10 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := build
 
+# Recursively expanded: after `scripts/deps.sh` fetched a toolchain into
+# .deps/go, later recipes find it.
 GO        ?= $(shell scripts/deps.sh --which-go 2>/dev/null || echo go)
-HOSTARCH  := $(shell $(GO) env GOARCH 2>/dev/null || echo amd64)
+HOSTARCH  := $(patsubst x86_64,amd64,$(patsubst aarch64,arm64,$(shell uname -m)))
 DEPS      := $(CURDIR)/.deps
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 TAGS      := sqlite_fts5,whisper

@@ -18,15 +18,24 @@ out="$root/bin/linux-arm64"
 mkdir -p "$deps/sqlite-include"
 cp -f /usr/include/sqlite3.h /usr/include/sqlite3ext.h "$deps/sqlite-include/"
 
+native=false
+[ "$(uname -m)" = aarch64 ] && native=true
+cc=aarch64-linux-gnu-gcc cxx=aarch64-linux-gnu-g++
+$native && cc=gcc cxx=g++
+
 mkdir -p "$out/lib"
-CGO_ENABLED=1 GOOS=linux GOARCH=arm64 \
-  CC=aarch64-linux-gnu-gcc CXX=aarch64-linux-gnu-g++ \
+CGO_ENABLED=1 GOOS=linux GOARCH=arm64 CC=$cc CXX=$cxx \
   CGO_CFLAGS="-O2 -I$deps/whisper/linux-arm64/include -I$deps/sqlite-include" \
   CGO_LDFLAGS="-L$deps/whisper/linux-arm64/lib" \
   "$go" build -trimpath -tags "$tags" -ldflags "$ldflags" -o "$out/" ./cmd/agent ./cmd/agentctl
 cp -f "$deps/onnxruntime/linux-arm64/libonnxruntime.so.1" "$out/lib/"
 file "$out/agent" 2>/dev/null || true
 
+if $native; then
+  "$out/agent" --version
+  "$out/agentctl" --version
+  exit 0
+fi
 qemu=$(command -v qemu-aarch64-static || command -v qemu-aarch64 || true)
 if [ -z "$qemu" ]; then
   echo "cross-arm64: qemu-aarch64 not found (scripts/deps.sh apt); built but not run" >&2

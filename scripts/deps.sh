@@ -58,9 +58,17 @@ step_toolchain() {
   log "go: $("$deps/go/bin/go" env GOVERSION) installed in .deps/go (add it to PATH or use make)"
 }
 
+case $(uname -m) in
+  x86_64) host_arch=amd64 ;;
+  aarch64) host_arch=arm64 ;;
+  *) echo "deps: unsupported machine $(uname -m) (amd64 and arm64 are)" >&2; exit 1 ;;
+esac
+
 apt_packages=(cmake build-essential pkg-config libsqlite3-dev sqlite3 ffmpeg espeak-ng sox
-  bubblewrap gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static
-  nodejs npm)
+  bubblewrap nodejs npm curl ca-certificates)
+# Cross-building for the Jetson from an x86 machine, and running the result.
+[ "$host_arch" = amd64 ] && apt_packages+=(gcc-aarch64-linux-gnu g++-aarch64-linux-gnu
+  libc6-dev-arm64-cross qemu-user-static)
 
 apt_install() {
   local sudo=""
@@ -144,12 +152,17 @@ whisper_build() { # whisper_build ARCH [cmake args...]
   rm -rf "$b"
 }
 
-step_whisper() { whisper_build amd64; }
+# Jetson Orin (Cortex-A78AE): fp16 arithmetic and dot-product instructions.
+arm_arch=-DGGML_CPU_ARM_ARCH=armv8.2-a+fp16+dotprod
+
+step_whisper() {
+  if [ "$host_arch" = arm64 ]; then whisper_build arm64 "$arm_arch"; else whisper_build amd64; fi
+}
 
 step_whisper_arm64() {
+  if [ "$host_arch" = arm64 ]; then step_whisper; return; fi
   whisper_build arm64 -DCMAKE_SYSTEM_NAME=Linux -DCMAKE_SYSTEM_PROCESSOR=aarch64 \
-    -DCMAKE_C_COMPILER=aarch64-linux-gnu-gcc -DCMAKE_CXX_COMPILER=aarch64-linux-gnu-g++ \
-    -DGGML_CPU_ARM_ARCH=armv8.2-a+fp16+dotprod  # Jetson Orin (Cortex-A78AE)
+    -DCMAKE_C_COMPILER=aarch64-linux-gnu-gcc -DCMAKE_CXX_COMPILER=aarch64-linux-gnu-g++ "$arm_arch"
 }
 
 step_go() {

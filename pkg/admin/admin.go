@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -74,7 +75,10 @@ func Listen(path string) (net.Listener, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return nil, fmt.Errorf("admin: create socket dir: %w", err)
 	}
-	if _, err := os.Lstat(path); err == nil {
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode()&fs.ModeSocket == 0 {
+			return nil, fmt.Errorf("admin: %s exists and is not a socket; choose another server.admin_socket", path)
+		}
 		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
 			c.Close()
 			return nil, fmt.Errorf("admin: %s is in use by a running daemon (agentctl status)", path)
@@ -117,6 +121,9 @@ func Serve(ctx context.Context, ln net.Listener, b Backend, logger *slog.Logger)
 // ErrNotRunning means no daemon answers on the socket.
 var ErrNotRunning = errors.New("daemon is not running")
 
+// ErrPermission means the socket exists but this user may not open it.
+var ErrPermission = errors.New("admin socket not accessible")
+
 // Client talks to a daemon's admin socket.
 type Client struct {
 	http *http.Client
@@ -154,6 +161,9 @@ func (c *Client) do(ctx context.Context, method, path string, out any) error {
 	if err != nil {
 		var op *net.OpError
 		if errors.As(err, &op) && op.Op == "dial" {
+			if errors.Is(err, os.ErrPermission) {
+				return fmt.Errorf("admin: %w: %v (run as root or as the service user)", ErrPermission, err)
+			}
 			return fmt.Errorf("admin: %w: %v", ErrNotRunning, err)
 		}
 		return fmt.Errorf("admin: %s %s: %w", method, path, err)

@@ -68,3 +68,14 @@ func TestStaleSocketReplacedAndNotRunning(t *testing.T) {
 	}
 	ln2.Close()
 }
+
+func TestListenRefusesNonSocket(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "agent.db")
+	os.WriteFile(path, []byte("precious"), 0o600)
+	if _, err := Listen(path); err == nil {
+		t.Fatal("Listen replaced a regular file")
+	}
+	if b, _ := os.ReadFile(path); string(b) != "precious" {
+		t.Fatal("regular file was touched")
+	}
+}

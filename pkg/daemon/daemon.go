@@ -50,7 +50,7 @@ type Options struct {
 	Notifier        Notifier
 	Models          Models                  // nil: no local models
 	Reload          <-chan struct{}         // SIGHUP
-	Checks          map[string]health.Check // extra health checks from features
+	Checks          map[string]health.Check // liveness checks from features: a failure withholds WATCHDOG=1
 	ShutdownTimeout time.Duration           // default 10s; the unit's TimeoutStopSec must be larger
 	Now             func() time.Time
 }
@@ -74,6 +74,7 @@ type Daemon struct {
 
 	serveErr chan error
 	httpAddr string
+	probe    *http.Client // loopback client for the http liveness check
 }
 
 // ErrStartup wraps every failure before READY, so main can tell it from a
@@ -130,12 +131,12 @@ func (d *Daemon) run(ctx context.Context) error {
 	d.metrics.Gauge("agent_start_time_seconds", "Start time of the daemon since the epoch.", nil).Set(float64(d.started.Unix()))
 
 	d.checker = health.New(2*time.Second, d.now)
-	d.checker.Register("database", st.Ping)
-	d.checker.Register("http", d.checkServing)
+	d.checker.RegisterLiveness("database", st.Ping)
+	d.checker.RegisterLiveness("http", d.checkServing)
 	d.checker.Register("state_dir", func(context.Context) error { return checkDisk(stateDir) })
 	d.checker.Register("llm", d.checkLLMConfigured)
 	for name, c := range d.opts.Checks {
-		d.checker.Register(name, c)
+		d.checker.RegisterLiveness(name, c)
 	}
 
 	ln, err := net.Listen("tcp", cfg.Server.Listen)
@@ -143,6 +144,7 @@ func (d *Daemon) run(ctx context.Context) error {
 		return fmt.Errorf("%w: server.listen %s: %w (is another agent running? agentctl status)", ErrStartup, cfg.Server.Listen, err)
 	}
 	d.httpAddr = ln.Addr().String()
+	d.probe = &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}}
 	adminLn, err := admin.Listen(cfg.Server.AdminSocket)
 	if err != nil {
 		ln.Close()
@@ -176,6 +178,13 @@ func (d *Daemon) run(ctx context.Context) error {
 	d.logger.Info("agent ready", "version", buildinfo.Version(), "listen", d.httpAddr,
 		"admin_socket", cfg.Server.AdminSocket, "state_dir", stateDir, "startup", d.now().Sub(d.started).Round(time.Millisecond))
 
+	// A full page check can take seconds on a large database; it runs after
+	// READY and reports through /healthz, never by refusing to start.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		d.checkIntegrity(runCtx)
+	}()
 	if d.opts.Models != nil {
 		d.setComponent("models", "loading")
 		wg.Add(1)
@@ -284,7 +293,7 @@ func (d *Daemon) watchdog(ctx context.Context, every time.Duration) {
 			return
 		case <-t.C:
 			rep := d.checker.Run(ctx)
-			if rep.Healthy {
+			if rep.Alive {
 				d.notify("WATCHDOG=1")
 				continue
 			}
@@ -312,11 +321,50 @@ func (d *Daemon) checkLLMConfigured(context.Context) error {
 	return nil
 }
 
-func (d *Daemon) checkServing(context.Context) error {
-	if d.httpAddr == "" {
-		return errors.New("not listening")
+// checkServing proves the HTTP server answers: a request to /livez over
+// loopback, which runs no other check.
+func (d *Daemon) checkServing(ctx context.Context) error {
+	host, port, err := net.SplitHostPort(d.httpAddr)
+	if err != nil {
+		return fmt.Errorf("listen address %q: %w", d.httpAddr, err)
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "127.0.0.1"
+		if ip != nil && ip.To4() == nil {
+			host = "::1"
+		}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+net.JoinHostPort(host, port)+"/livez", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := d.probe.Do(req)
+	if err != nil {
+		return fmt.Errorf("HTTP server does not answer: %w", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("HTTP server answered /livez with %s", resp.Status)
 	}
 	return nil
+}
+
+// checkIntegrity runs SQLite's quick_check once after start-up and keeps
+// a failure visible in health (readiness, not liveness: a restart cannot
+// repair pages).
+func (d *Daemon) checkIntegrity(ctx context.Context) {
+	err := d.store.Check(ctx, false)
+	if ctx.Err() != nil {
+		return
+	}
+	if err != nil {
+		path := d.store.Path()
+		d.logger.Error("database integrity check failed", "err", err,
+			"fix", "systemctl stop agent; mv "+path+" "+path+".corrupt (or restore a backup)")
+		d.checker.Register("database_integrity", func(context.Context) error { return err })
+		return
+	}
+	d.logger.Debug("database integrity ok")
 }
 
 func (d *Daemon) setComponent(name, state string) {

@@ -1,7 +1,10 @@
 package daemon
 
 import (
+	"bufio"
 	"encoding/json"
+	"errors"
+	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -14,7 +17,17 @@ import (
 func (d *Daemon) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", d.handleHealthz)
+	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Write([]byte("ok\n"))
+	})
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+		// The listener may be public (WeCom callbacks); metrics are for
+		// the box itself and a local scraper.
+		if !fromLoopback(r) {
+			http.Error(w, "metrics are served to loopback clients only", http.StatusForbidden)
+			return
+		}
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		d.metrics.WriteText(w)
 	})
@@ -41,10 +54,23 @@ func (d *Daemon) handleHealthz(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+	if !fromLoopback(r) {
+		// Remote load balancers get the verdict, not paths and details.
+		body = healthzBody{Status: body.Status, Version: body.Version}
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(code)
 	json.NewEncoder(w).Encode(body)
+}
+
+func fromLoopback(r *http.Request) bool {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 type statusRecorder struct {
@@ -55,6 +81,27 @@ type statusRecorder struct {
 func (s *statusRecorder) WriteHeader(code int) {
 	s.code = code
 	s.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets http.ResponseController reach Flush, Hijack (WebSocket
+// upgrades) and deadlines on the real writer.
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// Flush passes streaming writes through.
+func (s *statusRecorder) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Hijack hands the connection to a protocol upgrade (the voice WebSocket).
+func (s *statusRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	h, ok := s.ResponseWriter.(http.Hijacker)
+	if !ok {
+		return nil, nil, errors.New("hijack not supported")
+	}
+	s.code = http.StatusSwitchingProtocols
+	return h.Hijack()
 }
 
 // instrument counts requests by route pattern and status code. The pattern,

@@ -34,7 +34,7 @@ type Env struct {
 	HTTP       *http.Client
 	// MemInfo is the path of /proc/meminfo (tests point it at a fixture).
 	MemInfo string
-	// CgroupMemMax is the path of the cgroup v2 memory.max file.
+	// CgroupMemMax is the path of the service's cgroup v2 memory.max file.
 	CgroupMemMax string
 	// SkipModels skips loading models (they may take seconds on a Jetson).
 	SkipModels bool
@@ -48,7 +48,8 @@ func (e Env) withDefaults() Env {
 		e.MemInfo = "/proc/meminfo"
 	}
 	if e.CgroupMemMax == "" {
-		e.CgroupMemMax = "/sys/fs/cgroup/memory.max"
+		// The service's own cgroup (MemoryMax= of agent.service), not ours.
+		e.CgroupMemMax = "/sys/fs/cgroup/system.slice/agent.service/memory.max"
 	}
 	return e
 }
@@ -132,11 +133,11 @@ func (e Env) checkDatabase(ctx context.Context) Result {
 	}
 	s, err := store.Open(ctx, path, nil, store.Options{ReadOnly: true})
 	if err != nil {
-		return Result{Level: Fail, Detail: err.Error(), Fix: "mv " + path + " " + path + ".corrupt  (or restore a backup)"}
+		return Result{Level: Fail, Detail: err.Error(), Fix: dbFix(err, path)}
 	}
 	defer s.Close()
 	if err := s.Check(ctx, true); err != nil {
-		return Result{Level: Fail, Detail: err.Error(), Fix: "systemctl stop agent; mv " + path + " " + path + ".corrupt  (or restore a backup)"}
+		return Result{Level: Fail, Detail: err.Error(), Fix: dbFix(err, path)}
 	}
 	ver, _ := s.Version(ctx)
 	vec, _ := s.VecVersion(ctx)
@@ -146,6 +147,23 @@ func (e Env) checkDatabase(ctx context.Context) Result {
 		return Result{Level: OK, Detail: detail + fmt.Sprintf(" (migrates to v%d at next start)", store.SchemaVersion())}
 	}
 	return Result{Level: OK, Detail: detail}
+}
+
+// dbFix names the remedy for a database error; moving the file aside is
+// offered only for real corruption, never for a permission or version
+// problem on a healthy database.
+func dbFix(err error, path string) string {
+	switch {
+	case errors.Is(err, store.ErrCorrupt):
+		return "systemctl stop agent; mv " + path + " " + path + ".corrupt  (or restore a backup)"
+	case errors.Is(err, store.ErrTooNew):
+		return "install the newer agent release that wrote it"
+	case errors.Is(err, os.ErrPermission):
+		return "run as root or as the service user (sudo -u agent agentctl doctor)"
+	case errors.Is(err, store.ErrExtension):
+		return "rebuild with make build (tags sqlite_fts5)"
+	}
+	return ""
 }
 
 func (e Env) checkRuntime(context.Context) Result {
@@ -212,7 +230,8 @@ func (e Env) checkASR(context.Context) Result {
 // answers; it proves DNS, TLS, reachability and (mostly) the key.
 func (e Env) checkLLM(ctx context.Context) Result {
 	l := e.Config.LLM
-	if l.APIKey == "" && l.Provider != "ollama" && l.Provider != "vllm" {
+	keyless := l.Provider == config.ProviderOllama || l.Provider == config.ProviderVLLM || l.Provider == config.ProviderCustom
+	if l.APIKey == "" && !keyless {
 		return Result{Level: Fail, Detail: "llm.api_key is empty; the assistant cannot answer", Fix: "export OPENAI_API_KEY=... (or set llm.api_key_file)"}
 	}
 	url := strings.TrimSuffix(l.BaseURL, "/") + "/models"
@@ -265,6 +284,9 @@ func (e Env) checkWeCom(context.Context) Result {
 
 func (e Env) checkDaemon(ctx context.Context) Result {
 	st, err := admin.NewClient(e.Config.Server.AdminSocket).Status(ctx)
+	if errors.Is(err, admin.ErrPermission) {
+		return Result{Level: Warn, Detail: "cannot ask the daemon: " + err.Error(), Fix: "sudo agentctl doctor"}
+	}
 	if err == nil {
 		lvl, health := OK, "healthy"
 		if !st.Healthy {

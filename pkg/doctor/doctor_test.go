@@ -159,6 +159,7 @@ func TestLLMAnswers(t *testing.T) {
 		t.Fatalf("unreachable: %+v", r)
 	}
 	e.Config.LLM.APIKey = ""
+	e.Config.LLM.Provider = config.ProviderOpenAI
 	if r := e.checkLLM(context.Background()); r.Level != Fail || !strings.Contains(r.Fix, "OPENAI_API_KEY") {
 		t.Fatalf("empty key: %+v", r)
 	}

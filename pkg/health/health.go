@@ -35,19 +35,22 @@ type Result struct {
 	Duration time.Duration `json:"duration_ns"`
 }
 
-// Report is every check's outcome. Healthy is false when any check fails.
+// Report is every check's outcome. Healthy is false when any check fails;
+// Alive is false only when a liveness check fails.
 type Report struct {
 	Healthy bool      `json:"healthy"`
+	Alive   bool      `json:"alive"`
 	Checks  []Result  `json:"checks"`
 	At      time.Time `json:"at"`
 }
 
 // Checker holds named checks. Safe for concurrent use.
 type Checker struct {
-	mu      sync.RWMutex
-	checks  map[string]Check
-	timeout time.Duration
-	now     func() time.Time
+	mu       sync.RWMutex
+	checks   map[string]Check
+	liveness map[string]bool
+	timeout  time.Duration
+	now      func() time.Time
 }
 
 // New returns a Checker whose checks each get at most timeout.
@@ -55,13 +58,25 @@ func New(timeout time.Duration, now func() time.Time) *Checker {
 	if now == nil {
 		now = time.Now
 	}
-	return &Checker{checks: map[string]Check{}, timeout: timeout, now: now}
+	return &Checker{checks: map[string]Check{}, liveness: map[string]bool{}, timeout: timeout, now: now}
 }
 
-// Register adds or replaces a check.
+// Register adds or replaces a readiness check: its failure makes the
+// report unhealthy (/healthz answers 503) but a restart would not fix it
+// (a full disk, a corrupt database page).
 func (c *Checker) Register(name string, check Check) {
 	c.mu.Lock()
 	c.checks[name] = check
+	delete(c.liveness, name)
+	c.mu.Unlock()
+}
+
+// RegisterLiveness adds or replaces a liveness check: its failure means the
+// process is wedged, so the watchdog stops and systemd restarts it.
+func (c *Checker) RegisterLiveness(name string, check Check) {
+	c.mu.Lock()
+	c.checks[name] = check
+	c.liveness[name] = true
 	c.mu.Unlock()
 }
 
@@ -73,9 +88,11 @@ func (c *Checker) Run(ctx context.Context) Report {
 		names = append(names, n)
 	}
 	checks := make([]Check, len(names))
+	live := make([]bool, len(names))
 	sort.Strings(names)
 	for i, n := range names {
 		checks[i] = c.checks[n]
+		live[i] = c.liveness[n]
 	}
 	c.mu.RUnlock()
 
@@ -89,10 +106,13 @@ func (c *Checker) Run(ctx context.Context) Report {
 		}()
 	}
 	wg.Wait()
-	rep := Report{Healthy: true, Checks: results, At: c.now()}
-	for _, r := range results {
+	rep := Report{Healthy: true, Alive: true, Checks: results, At: c.now()}
+	for i, r := range results {
 		if r.Status == Failing {
 			rep.Healthy = false
+			if live[i] {
+				rep.Alive = false
+			}
 		}
 	}
 	return rep

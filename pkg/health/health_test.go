@@ -42,3 +42,17 @@ func TestHungAndPanickingChecksAreContained(t *testing.T) {
 		}
 	}
 }
+
+func TestLivenessSeparatesRestartableFailures(t *testing.T) {
+	c := New(50*time.Millisecond, nil)
+	c.RegisterLiveness("db", func(context.Context) error { return nil })
+	c.Register("disk", func(context.Context) error { return errors.New("full") })
+	rep := c.Run(context.Background())
+	if rep.Healthy || !rep.Alive {
+		t.Fatalf("disk failure: healthy=%v alive=%v; want false/true", rep.Healthy, rep.Alive)
+	}
+	c.RegisterLiveness("db", func(context.Context) error { return errors.New("locked up") })
+	if rep := c.Run(context.Background()); rep.Alive {
+		t.Fatal("liveness failure left Alive true")
+	}
+}
