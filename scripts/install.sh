@@ -14,6 +14,19 @@ src=${1:-$root/bin}
 prefix=${PREFIX:-/usr/local}
 etc=${ETC_DIR:-/etc/agent}
 
+# The appliance's config: absolute paths that the unit's sandbox allows
+# (/etc is read-only under ProtectSystem=strict; state in /var/lib/agent).
+render_config() {
+  sed -e 's|^workspace = .*|workspace = "/var/lib/agent/workspace"|' \
+      -e 's|^state_dir = .*|state_dir = "/var/lib/agent"|' \
+      -e 's|^#* *admin_socket = .*|admin_socket = "/run/agent/agent.sock"|' \
+      -e "s|^model_dir = .*|model_dir = \"$prefix/share/agent/models/bge-small-en-v1.5\"|" \
+      -e "s|^onnxruntime_lib = .*|onnxruntime_lib = \"$prefix/lib/agent/libonnxruntime.so.1\"|" \
+      -e "s|^model = \"models/ggml|model = \"$prefix/share/agent/models/ggml|" \
+      "$root/config.toml"
+}
+if [ "${1:-}" = --print-config ]; then render_config; exit 0; fi
+
 [ "$(id -u)" -eq 0 ] || { echo "install: run as root" >&2; exit 1; }
 for f in agent agentctl lib/libonnxruntime.so.1; do
   [ -f "$src/$f" ] || { echo "install: $src/$f missing (make build, or make build-arm64 for a Jetson)" >&2; exit 1; }
@@ -27,17 +40,14 @@ install -d -m 0755 "$prefix/bin" "$prefix/lib/agent" "$prefix/share/agent/models
 install -m 0755 "$src/agent" "$src/agentctl" "$prefix/bin/"
 install -m 0644 "$src/lib/libonnxruntime.so.1" "$prefix/lib/agent/"
 install -m 0644 "$root/README.md" "$root/models/README.md" "$prefix/share/doc/agent/" 2>/dev/null || true
-install -m 0644 "$root/systemd/agent.service" "$root/systemd/agent@.service" /etc/systemd/system/
+for unit in agent.service agent@.service; do
+  sed -e "s|/usr/local|$prefix|g" -e "s|/etc/agent|$etc|g" "$root/systemd/$unit" > "/etc/systemd/system/$unit"
+  chmod 0644 "/etc/systemd/system/$unit"
+done
 
 install -d -m 0750 -g agent "$etc"
 if [ ! -f "$etc/config.toml" ]; then
-  sed -e 's|^workspace = .*|workspace = "/var/lib/agent/workspace"|' \
-      -e 's|^state_dir = .*|state_dir = "/var/lib/agent"|' \
-      -e 's|^admin_socket = .*|admin_socket = "/run/agent/agent.sock"|' \
-      -e "s|^model_dir = .*|model_dir = \"$prefix/share/agent/models/bge-small-en-v1.5\"|" \
-      -e "s|^onnxruntime_lib = .*|onnxruntime_lib = \"$prefix/lib/agent/libonnxruntime.so.1\"|" \
-      -e "s|^model = \"models/ggml|model = \"$prefix/share/agent/models/ggml|" \
-      "$root/config.toml" > "$etc/config.toml"
+  render_config > "$etc/config.toml"
   chmod 0640 "$etc/config.toml"; chgrp agent "$etc/config.toml"
   echo "install: wrote $etc/config.toml (edit it, then put secrets in $etc/agent.env)"
 fi

@@ -70,15 +70,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env confi
 
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	// Once a stop has begun, a second SIGTERM/Ctrl-C gets the default action
+	// (terminate now) instead of waiting for the graceful bound.
+	go func() { <-ctx.Done(); stop() }()
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	reload := make(chan struct{}, 1)
+	hupDone := make(chan struct{})
+	defer func() { signal.Stop(hup); close(hupDone) }()
 	go func() {
-		for range hup {
+		for {
 			select {
-			case reload <- struct{}{}:
-			default: // a reload is already pending
+			case <-hup:
+				select {
+				case reload <- struct{}{}:
+				default: // a reload is already pending
+				}
+			case <-hupDone:
+				return
 			}
 		}
 	}()

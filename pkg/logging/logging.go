@@ -4,10 +4,12 @@
 package logging
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 )
 
@@ -73,11 +75,68 @@ func New(w io.Writer, level *slog.LevelVar, opts Options, scrub *Scrubber) *slog
 			return a
 		},
 	}
+	var pw *priorityWriter
+	if opts.Journald {
+		pw = &priorityWriter{w: w}
+		w = pw
+	}
 	var h slog.Handler
 	if opts.JSON {
 		h = slog.NewJSONHandler(w, ho)
 	} else {
 		h = slog.NewTextHandler(w, ho)
 	}
+	if pw != nil {
+		h = &priorityHandler{Handler: h, w: pw}
+	}
 	return slog.New(h)
+}
+
+// priorityWriter prefixes each line with the syslog priority journald
+// reads from a stream ("<3>" error ... "<7>" debug), so that
+// `journalctl -p warning` works.
+type priorityWriter struct {
+	mu     sync.Mutex
+	w      io.Writer
+	prefix string
+}
+
+func (p *priorityWriter) Write(b []byte) (int, error) {
+	// Called by the inner handler while priorityHandler holds p.mu.
+	if _, err := io.WriteString(p.w, p.prefix); err != nil {
+		return 0, err
+	}
+	return p.w.Write(b)
+}
+
+type priorityHandler struct {
+	slog.Handler
+	w *priorityWriter
+}
+
+func (h *priorityHandler) Handle(ctx context.Context, r slog.Record) error {
+	h.w.mu.Lock()
+	defer h.w.mu.Unlock()
+	h.w.prefix = priority(r.Level)
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h *priorityHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return &priorityHandler{Handler: h.Handler.WithAttrs(as), w: h.w}
+}
+
+func (h *priorityHandler) WithGroup(name string) slog.Handler {
+	return &priorityHandler{Handler: h.Handler.WithGroup(name), w: h.w}
+}
+
+func priority(l slog.Level) string {
+	switch {
+	case l >= slog.LevelError:
+		return "<3>"
+	case l >= slog.LevelWarn:
+		return "<4>"
+	case l >= slog.LevelInfo:
+		return "<6>"
+	}
+	return "<7>"
 }

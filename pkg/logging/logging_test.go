@@ -21,6 +21,14 @@ func TestScrubAndJournald(t *testing.T) {
 	if strings.Contains(out, "time=") {
 		t.Fatalf("timestamp under journald: %s", out)
 	}
+	if !strings.HasPrefix(out, "<6>level=INFO") {
+		t.Fatalf("no journald priority prefix: %s", out)
+	}
+	b.Reset()
+	log.With("component", "x").Error("bad")
+	if !strings.HasPrefix(b.String(), "<3>") {
+		t.Fatalf("error line lacks <3>: %s", b.String())
+	}
 	if !strings.Contains(out, "short=ab") {
 		t.Fatalf("short value scrubbed: %s", out)
 	}

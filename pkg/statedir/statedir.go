@@ -44,7 +44,12 @@ func Acquire(dir string) (*Lock, error) {
 	path := filepath.Join(dir, LockName)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("statedir: open lock %s: %w", path, err)
+		fix := ""
+		if errors.Is(err, os.ErrPermission) {
+			// Typically left by running the daemon once as root by hand.
+			fix = " (fix: chown -R <service user> " + dir + ")"
+		}
+		return nil, fmt.Errorf("statedir: open lock %s: %w%s", path, err, fix)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		holder := readPID(f)
