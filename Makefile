@@ -56,10 +56,10 @@ test-short: ## fast loop: tests without -race
 
 lint: ## vet, gofmt and staticcheck
 	$(GO) vet -tags $(TAGS) ./...
-	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@out=$$("$$(dirname $(GO))/gofmt" -l $$(git ls-files '*.go')) || exit 1; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 -tags $(TAGS) ./...
 
-bench: build testmodels ## run benchmarks and write bench/RESULTS.md
+bench: build build-arm64 testmodels ## run benchmarks and write bench/RESULTS.md
 	scripts/bench.sh
 
 models: ## fetch the real model weights (needs internet; pinned SHA-256)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the benchmarks and measurements and writes bench/RESULTS.md.
-# Expects `make build testmodels` to have run (make bench does both).
+# Expects `make build build-arm64 testmodels` to have run (make bench does).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -11,7 +11,10 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p bench
 
-[ -x bin/linux-arm64/agent ] || scripts/cross-arm64.sh "-s -w" "$tags" >/dev/null
+if [ ! -x bin/linux-arm64/agent ]; then
+  scripts/deps.sh whisper-arm64
+  scripts/cross-arm64.sh "-s -w" "$tags" >&2
+fi
 
 echo "bench: Go benchmarks" >&2
 "$go" test -tags "$tags" -run '^$' -bench 'EmbedOne|EmbedBatch32' -benchtime 30x ./pkg/embed/ > "$tmp/embed.txt" 2>&1 || { cat "$tmp/embed.txt"; exit 1; }

@@ -31,6 +31,19 @@ CGO_ENABLED=1 GOOS=linux GOARCH=arm64 CC=$cc CXX=$cxx \
 cp -f "$deps/onnxruntime/linux-arm64/libonnxruntime.so.1" "$out/lib/"
 file "$out/agent" 2>/dev/null || true
 
+# JetPack 6 is Ubuntu 22.04: glibc 2.35. Refuse a binary that needs newer.
+max_glibc=2.35
+objdump=aarch64-linux-gnu-objdump
+$native && objdump=objdump
+if command -v "$objdump" >/dev/null; then
+  need=$("$objdump" -T "$out/agent" | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -V | tail -1)
+  echo "cross-arm64: agent needs glibc >= $need (JetPack 6 has $max_glibc)"
+  if [ "$(printf '%s\n%s\n' "$need" "$max_glibc" | sort -V | tail -1)" != "$max_glibc" ]; then
+    echo "cross-arm64: binary needs glibc $need, newer than JetPack 6's $max_glibc" >&2
+    exit 1
+  fi
+fi
+
 if $native; then
   "$out/agent" --version
   "$out/agentctl" --version

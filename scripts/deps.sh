@@ -49,11 +49,12 @@ step_toolchain() {
   dir=$(cd "$tmp" && GOPATH="$deps/gopath-boot" GOFLAGS=-modcacherw "$boot" mod download -json \
     "golang.org/toolchain@v0.0.1-$GO_TOOLCHAIN.linux-$arch" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
   [ -x "$dir/bin/go" ] || { echo "deps: toolchain download failed" >&2; exit 1; }
-  rm -rf "$deps/go"
-  cp -a "$dir" "$deps/go"
+  rm -rf "$deps/go" "$deps/go.tmp"
+  cp -a "$dir" "$deps/go.tmp"
   # Module zips carry no mode bits; the go command's own switcher does this too.
-  chmod -R u+w "$deps/go"
-  find "$deps/go/bin" "$deps/go/pkg/tool" -type f -exec chmod +x {} +
+  chmod -R u+w "$deps/go.tmp"
+  find "$deps/go.tmp/bin" "$deps/go.tmp/pkg/tool" -type f -exec chmod +x {} +
+  mv "$deps/go.tmp" "$deps/go"
   rm -rf "$tmp" "$deps/gopath-boot"
   log "go: $("$deps/go/bin/go" env GOVERSION) installed in .deps/go (add it to PATH or use make)"
 }
@@ -75,7 +76,7 @@ apt_install() {
   [ "$(id -u)" -ne 0 ] && sudo=sudo
   log "apt: installing $*"
   $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
 }
 
 step_apt() {
@@ -96,12 +97,17 @@ step_apt() {
 
 npm_fetch() { # npm_fetch SPEC DEST: unpack an npm package tarball without running its scripts
   local spec=$1 dest=$2
-  [ -d "$dest/package" ] && return
+  [ -f "$dest/.complete" ] && return
   local tmp
   tmp=$(mktemp -d)
   (cd "$tmp" && npm pack --silent "$spec" >/dev/null)
-  mkdir -p "$dest"
-  tar -xzf "$tmp"/*.tgz -C "$dest"
+  mkdir -p "$tmp/x"
+  tar -xzf "$tmp"/*.tgz -C "$tmp/x"
+  touch "$tmp/x/.complete"
+  # Replace as a whole, so an interrupted run never leaves half a package.
+  rm -rf "$dest"
+  mkdir -p "$(dirname "$dest")"
+  mv "$tmp/x" "$dest"
   rm -rf "$tmp"
 }
 
