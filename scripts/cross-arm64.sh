@@ -57,4 +57,32 @@ fi
 echo "cross-arm64: running under $(basename "$qemu"):"
 "$qemu" -L /usr/aarch64-linux-gnu "$out/agent" --version
 "$qemu" -L /usr/aarch64-linux-gnu "$out/agentctl" --version
+
+# With the test models present (make testmodels), prove the whole native
+# stack on arm64: SQLite + sqlite-vec + FTS5, ONNX Runtime loading and
+# running the bge-small-shaped model, whisper.cpp loading the tiny model.
+models="$root/testdata/models"
+if [ -f "$models/bge-small-random/model.onnx" ] && [ -f "$models/ggml-tiny-random-multi.bin" ]; then
+  t=$(mktemp -d)
+  cat > "$t/config.toml" <<CFG
+[agent]
+state_dir = "var"
+[embedding]
+model_dir = "$models/bge-small-random"
+[asr]
+model = "$models/ggml-tiny-random-multi.bin"
+CFG
+  "$qemu" -L /usr/aarch64-linux-gnu "$out/agentctl" -config "$t/config.toml" doctor 2>/dev/null > "$t/doctor.txt" || true
+  rm -rf "$t/var"
+  for check in database onnxruntime embedding_model asr_model; do
+    if ! grep -Eq "^ok +$check " "$t/doctor.txt"; then
+      cat "$t/doctor.txt" >&2
+      echo "cross-arm64: $check failed under qemu" >&2
+      rm -rf "$t"
+      exit 1
+    fi
+  done
+  grep -E "^ok +(database|onnxruntime|embedding_model|asr_model) " "$t/doctor.txt"
+  rm -rf "$t"
+fi
 ls -l "$out" "$out/lib"
