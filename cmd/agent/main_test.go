@@ -379,3 +379,43 @@ func TestUnusableStateDir(t *testing.T) {
 		t.Errorf("no clear message:\n%s", in.stderr.String())
 	}
 }
+
+// A database whose pages are damaged (but whose header and schema read)
+// starts, and health says so with the fix, instead of serving silently.
+func TestDamagedPagesReportedInHealth(t *testing.T) {
+	dir := t.TempDir()
+	writeConfig(t, dir, "")
+	ns := newNotifySock(t)
+	in := start(t, dir, "NOTIFY_SOCKET="+ns.path)
+	ns.await(t, "READY=1")
+	sock := filepath.Join(dir, "var", "agent.sock")
+	// Grow the database through SQLite itself, then stop the daemon.
+	db := filepath.Join(dir, "var", "agent.db")
+	in.cmd.Process.Signal(syscall.SIGTERM)
+	in.wait(t)
+	fill := exec.Command("sqlite3", db, "CREATE TABLE filler(x); WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i < 300) INSERT INTO filler SELECT randomblob(600) FROM n;")
+	if out, err := fill.CombinedOutput(); err != nil {
+		t.Skipf("sqlite3 CLI unavailable (%v: %s)", err, out)
+	}
+	f, err := os.OpenFile(db, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteAt(bytes.Repeat([]byte{0xff}, 4096), 4096*4)
+	f.Close()
+
+	ns2 := newNotifySock(t)
+	in2 := start(t, dir, "NOTIFY_SOCKET="+ns2.path)
+	ns2.await(t, "READY=1")
+	waitLog(t, in2, "database integrity check failed")
+	st, err := admin.NewClient(sock).Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Healthy {
+		t.Fatalf("damaged database reported healthy: %+v", st.Checks)
+	}
+	if !strings.Contains(in2.stderr.String(), "mv "+db) {
+		t.Errorf("no fix in the log:\n%s", in2.stderr.String())
+	}
+}
