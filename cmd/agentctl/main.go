@@ -19,6 +19,7 @@ import (
 	"agent/pkg/buildinfo"
 	"agent/pkg/config"
 	"agent/pkg/doctor"
+	"agent/pkg/embed"
 	"agent/pkg/localmodels"
 )
 
@@ -98,7 +99,7 @@ func runDoctor(ctx context.Context, path string, args []string, asJSON bool, std
 	}
 	asJSON = asJSON || *jsonFlag
 	cfg, warns, err := config.Load(path, env)
-	e := doctor.Env{ConfigPath: path, Config: cfg, ConfigErr: err, Warnings: warns, ExeDir: localmodels.ExeDir()}
+	e := doctor.Env{ConfigPath: path, Config: cfg, ConfigErr: err, Warnings: warns, ExeDir: embed.ExeDir()}
 	if err != nil {
 		e.Config = nil
 	}

@@ -132,7 +132,7 @@ func New(cfg Config, logger *slog.Logger) (*Embedder, error) {
 	if cfg.MaxTokens < tok.Specials()+1 {
 		return nil, fmt.Errorf("embed: max tokens %d leaves no room for text besides the %d special tokens", cfg.MaxTokens, tok.Specials())
 	}
-	version, libPath, err := LoadRuntime(Candidates(cfg.LibraryPath, exeDir()))
+	version, libPath, err := LoadRuntime(Candidates(cfg.LibraryPath, ExeDir()))
 	if err != nil {
 		return nil, err
 	}

@@ -30,8 +30,9 @@ func Candidates(configured, exeDir string) []string {
 	return append(out, LibraryName)
 }
 
-// exeDir is the directory of the running binary, symlinks resolved.
-func exeDir() string {
+// ExeDir is the directory of the running binary, symlinks resolved (where
+// lib/libonnxruntime.so.1 is looked for).
+func ExeDir() string {
 	exe, err := os.Executable()
 	if err != nil {
 		return ""

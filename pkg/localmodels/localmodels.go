@@ -8,8 +8,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -120,16 +118,4 @@ func (s *Set) Close() error {
 		s.asr = nil
 	}
 	return errors.Join(errs...)
-}
-
-// ExeDir is the directory of the running binary (for lib/ lookups).
-func ExeDir() string {
-	exe, err := os.Executable()
-	if err != nil {
-		return ""
-	}
-	if r, err := filepath.EvalSymlinks(exe); err == nil {
-		exe = r
-	}
-	return filepath.Dir(exe)
 }
