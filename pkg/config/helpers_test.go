@@ -16,17 +16,17 @@ func mapEnv(m map[string]string) Env {
 
 // parseText parses text as "config.toml" in a fresh directory, which it
 // returns.
-func parseText(t *testing.T, text string, env map[string]string) (*Config, []Warning, error, string) {
+func parseText(t *testing.T, text string, env map[string]string) (*Config, []Warning, string, error) {
 	t.Helper()
 	dir := t.TempDir()
 	cfg, warns, err := Parse("config.toml", []byte(text), dir, mapEnv(env))
-	return cfg, warns, err, dir
+	return cfg, warns, dir, err
 }
 
 // mustParse parses text and fails the test on any problem.
 func mustParse(t *testing.T, text string, env map[string]string) (*Config, []Warning, string) {
 	t.Helper()
-	cfg, warns, err, dir := parseText(t, text, env)
+	cfg, warns, dir, err := parseText(t, text, env)
 	if err != nil {
 		t.Fatalf("Parse: unexpected error:\n%v\ninput:\n%s", err, text)
 	}
@@ -39,7 +39,7 @@ func mustParse(t *testing.T, text string, env map[string]string) (*Config, []War
 // problems parses text and returns its problems; the parse must fail.
 func problems(t *testing.T, text string, env map[string]string) []Problem {
 	t.Helper()
-	cfg, _, err, _ := parseText(t, text, env)
+	cfg, _, _, err := parseText(t, text, env)
 	if err == nil {
 		t.Fatalf("Parse succeeded, want an error; input:\n%s", text)
 	}
