@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 )
@@ -141,7 +142,7 @@ func (c *Checker) runOne(ctx context.Context, name string, check Check) Result {
 	switch {
 	case err == nil:
 	case errors.Is(err, ErrDegraded):
-		r.Status, r.Detail = Degraded, err.Error()
+		r.Status, r.Detail = Degraded, strings.TrimPrefix(err.Error(), ErrDegraded.Error()+": ")
 	default:
 		r.Status, r.Detail = Failing, err.Error()
 	}
