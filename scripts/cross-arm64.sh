@@ -23,9 +23,11 @@ native=false
 cc=aarch64-linux-gnu-gcc cxx=aarch64-linux-gnu-g++
 $native && cc=gcc cxx=g++
 
+# sqlite-vec's NEON kernels (L2 and L1 distances) are safe on every
+# aarch64 CPU; NEON is part of the base architecture.
 mkdir -p "$out/lib"
 CGO_ENABLED=1 GOOS=linux GOARCH=arm64 CC=$cc CXX=$cxx \
-  CGO_CFLAGS="-O2 -I$deps/whisper/linux-arm64/include -I$deps/sqlite-include" \
+  CGO_CFLAGS="-O2 -I$deps/whisper/linux-arm64/include -I$deps/sqlite-include -DSQLITE_VEC_ENABLE_NEON" \
   CGO_LDFLAGS="-L$deps/whisper/linux-arm64/lib" \
   "$go" build -trimpath -tags "$tags" -ldflags "$ldflags" -o "$out/" ./cmd/agent ./cmd/agentctl
 cp -f "$deps/onnxruntime/linux-arm64/libonnxruntime.so.1" "$out/lib/"
