@@ -25,11 +25,15 @@ $native && cc=gcc cxx=g++
 
 # sqlite-vec's NEON kernels (L2 and L1 distances) are safe on every
 # aarch64 CPU; NEON is part of the base architecture.
+# (-flax-vector-conversions: that code relies on clang's implicit vector
+# casts, which GCC rejects without it.)
+export CGO_ENABLED=1 GOOS=linux GOARCH=arm64 CC=$cc CXX=$cxx
+export CGO_CFLAGS="-O2 -I$deps/whisper/linux-arm64/include -I$deps/sqlite-include -DSQLITE_VEC_ENABLE_NEON -flax-vector-conversions"
+export CGO_LDFLAGS="-L$deps/whisper/linux-arm64/lib"
 mkdir -p "$out/lib"
-CGO_ENABLED=1 GOOS=linux GOARCH=arm64 CC=$cc CXX=$cxx \
-  CGO_CFLAGS="-O2 -I$deps/whisper/linux-arm64/include -I$deps/sqlite-include -DSQLITE_VEC_ENABLE_NEON" \
-  CGO_LDFLAGS="-L$deps/whisper/linux-arm64/lib" \
-  "$go" build -trimpath -tags "$tags" -ldflags "$ldflags" -o "$out/" ./cmd/agent ./cmd/agentctl
+"$go" build -trimpath -tags "$tags" -ldflags "$ldflags" -o "$out/" ./cmd/agent ./cmd/agentctl
+# The store's tests, for arm64: they check sqlite-vec's NEON kernels.
+"$go" test -c -tags "$tags" -o "$out/store.test" ./pkg/store
 cp -f "$deps/onnxruntime/linux-arm64/libonnxruntime.so.1" "$out/lib/"
 file "$out/agent" 2>/dev/null || true
 
@@ -49,6 +53,8 @@ fi
 if $native; then
   "$out/agent" --version
   "$out/agentctl" --version
+  (cd pkg/store && "$out/store.test" -test.count=1)
+  rm -f "$out/store.test"
   exit 0
 fi
 qemu=$(command -v qemu-aarch64-static || command -v qemu-aarch64 || true)
@@ -59,6 +65,8 @@ fi
 echo "cross-arm64: running under $(basename "$qemu"):"
 "$qemu" -L /usr/aarch64-linux-gnu "$out/agent" --version
 "$qemu" -L /usr/aarch64-linux-gnu "$out/agentctl" --version
+(cd pkg/store && "$qemu" -L /usr/aarch64-linux-gnu "$out/store.test" -test.count=1)
+rm -f "$out/store.test"
 
 # With the test models present (make testmodels), prove the whole native
 # stack on arm64: SQLite + sqlite-vec + FTS5, ONNX Runtime loading and

@@ -4,10 +4,14 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	sqlitevec "github.com/asg017/sqlite-vec-go-bindings/cgo"
 )
 
 func openTemp(t *testing.T, opts Options) (*Store, string) {
@@ -190,5 +194,30 @@ func TestReadOnlyDoesNotCreate(t *testing.T) {
 	}
 	if _, err := os.Stat(path); !os.IsNotExist(err) {
 		t.Fatal("read-only open created the file")
+	}
+}
+
+// TestVecDistancesMatchGo holds sqlite-vec's distance kernels (SIMD ones in
+// the arm64 build) to a plain float64 computation.
+func TestVecDistancesMatchGo(t *testing.T) {
+	s, _ := openTemp(t, Options{})
+	r := rand.New(rand.NewPCG(7, 9))
+	for i := 0; i < 50; i++ {
+		a, b := randomUnit(r), randomUnit(r)
+		ba, _ := sqlitevec.SerializeFloat32(a)
+		bb, _ := sqlitevec.SerializeFloat32(b)
+		var l2, cos float64
+		if err := s.DB().QueryRow(`SELECT vec_distance_l2(?, ?), vec_distance_cosine(?, ?)`, ba, bb, ba, bb).Scan(&l2, &cos); err != nil {
+			t.Fatal(err)
+		}
+		var sq, dot float64
+		for j := range a {
+			d := float64(a[j]) - float64(b[j])
+			sq += d * d
+			dot += float64(a[j]) * float64(b[j])
+		}
+		if math.Abs(l2-math.Sqrt(sq)) > 1e-4 || math.Abs(cos-(1-dot)) > 1e-4 {
+			t.Fatalf("vector %d: l2 %v want %v, cosine %v want %v", i, l2, math.Sqrt(sq), cos, 1-dot)
+		}
 	}
 }
