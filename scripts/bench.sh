@@ -83,7 +83,7 @@ cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)
   echo "|---|---|---|"
   bench_rows "$tmp/asr.txt"
   echo
-  echo "## sqlite-vec KNN (top 5, cosine, 384-d, one user's partition)"
+  echo "## sqlite-vec KNN (top 5, 384-d, one user's partition; cosine vs l2, scalar kernels on x86)"
   echo
   echo "| benchmark | time/op | metrics |"
   echo "|---|---|---|"
