@@ -1,0 +1,595 @@
+package llm
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestChatPlainReply(t *testing.T) {
+	f := newFakeServer(t, reply{body: completion("Hello there.", "stop", "")})
+	c := newTestClient(t, ProviderOpenAI, f, newFakeClock(), nil)
+
+	resp, err := c.Chat(context.Background(), Request{Messages: userMsg("hi")})
+	if err != nil {
+		t.Fatalf("Chat: %v", err)
+	}
+	if got, want := resp.Message.Content, "Hello there."; got != want {
+		t.Errorf("content = %q, want %q", got, want)
+	}
+	if resp.Message.Role != RoleAssistant || resp.FinishReason != FinishStop {
+		t.Errorf("role, finish = %q, %q", resp.Message.Role, resp.FinishReason)
+	}
+	if want := (Usage{10, 5, 15}); resp.Usage != want {
+		t.Errorf("usage = %+v, want %+v", resp.Usage, want)
+	}
+	reqs := f.requests()
+	if len(reqs) != 1 {
+		t.Fatalf("%d requests, want 1", len(reqs))
+	}
+	r := reqs[0]
+	if r.path != "/v1/chat/completions" {
+		t.Errorf("path = %q", r.path)
+	}
+	if got := r.header.Get("Authorization"); got != "Bearer sk-test" {
+		t.Errorf("Authorization = %q", got)
+	}
+	want := `{"model":"test-model","messages":[{"role":"user","content":"hi"}],"max_completion_tokens":512}`
+	if !jsonEq(t, r.raw, want) {
+		t.Errorf("request body\n got %s\nwant %s", r.raw, want)
+	}
+}
+
+func TestChatToolCalls(t *testing.T) {
+	tests := []struct {
+		name, calls, finish string
+		want                []ToolCall
+		wantFinish          string
+	}{
+		{
+			name:   "openai parallel",
+			calls:  `[{"id":"call_a","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}},{"id":"call_b","type":"function","function":{"name":"get_time","arguments":"{}"}}]`,
+			finish: "tool_calls",
+			want: []ToolCall{
+				{ID: "call_a", Type: "function", Function: FunctionCall{Name: "get_weather", Arguments: `{"city":"Paris"}`}},
+				{ID: "call_b", Type: "function", Function: FunctionCall{Name: "get_time", Arguments: `{}`}},
+			},
+			wantFinish: FinishToolCalls,
+		},
+		{
+			name:   "arguments as object, no id, finish stop",
+			calls:  `[{"type":"function","function":{"name":"get_time","arguments":{"tz":"UTC"}}}]`,
+			finish: "stop",
+			want: []ToolCall{
+				{ID: "call_0", Type: "function", Function: FunctionCall{Name: "get_time", Arguments: `{"tz":"UTC"}`}},
+			},
+			wantFinish: FinishToolCalls,
+		},
+		{
+			name:   "empty arguments",
+			calls:  `[{"id":"x","type":"function","function":{"name":"ping","arguments":""}}]`,
+			finish: "tool_calls",
+			want: []ToolCall{
+				{ID: "x", Type: "function", Function: FunctionCall{Name: "ping", Arguments: `{}`}},
+			},
+			wantFinish: FinishToolCalls,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeServer(t, reply{body: completion("", tt.finish, tt.calls)})
+			c := newTestClient(t, ProviderOpenAI, f, newFakeClock(), nil)
+			tools := []Tool{{Function: FunctionSpec{Name: "get_weather", Parameters: []byte(`{"type":"object"}`)}}}
+			resp, err := c.Chat(context.Background(), Request{Messages: userMsg("weather?"), Tools: tools})
+			if err != nil {
+				t.Fatalf("Chat: %v", err)
+			}
+			if got, want := mustJSON(resp.Message.ToolCalls), mustJSON(tt.want); got != want {
+				t.Errorf("tool calls\n got %s\nwant %s", got, want)
+			}
+			if resp.FinishReason != tt.wantFinish {
+				t.Errorf("finish = %q, want %q", resp.FinishReason, tt.wantFinish)
+			}
+			body := f.requests()[0].body
+			if got := mustJSON(body["tools"]); got != `[{"function":{"name":"get_weather","parameters":{"type":"object"}},"type":"function"}]` {
+				t.Errorf("tools sent = %s", got)
+			}
+		})
+	}
+}
+
+func TestToolChoice(t *testing.T) {
+	tools := []Tool{{Function: FunctionSpec{Name: "f", Parameters: []byte(`{"type":"object"}`)}}}
+	tests := []struct {
+		provider, choice string
+		tools            []Tool
+		want             string // JSON of tool_choice, "" for absent
+	}{
+		{ProviderOpenAI, "required", tools, `"required"`},
+		{ProviderOpenAI, "f", tools, `{"function":{"name":"f"},"type":"function"}`},
+		{ProviderOpenAI, "auto", nil, ""}, // no tools: never sent
+		{ProviderOpenAI, "", tools, ""},
+		{ProviderOllama, "required", tools, ""},
+		{ProviderOllama, "f", tools, ""},
+		{ProviderDashScope, "auto", tools, `"auto"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.provider+"/"+tt.choice, func(t *testing.T) {
+			f := newFakeServer(t, reply{body: completion("ok", "stop", "")})
+			c := newTestClient(t, tt.provider, f, newFakeClock(), nil)
+			if _, err := c.Chat(context.Background(), Request{Messages: userMsg("x"), Tools: tt.tools, ToolChoice: tt.choice}); err != nil {
+				t.Fatalf("Chat: %v", err)
+			}
+			got, ok := f.requests()[0].body["tool_choice"]
+			switch {
+			case tt.want == "" && ok:
+				t.Errorf("tool_choice sent: %s", mustJSON(got))
+			case tt.want != "" && mustJSON(got) != tt.want:
+				t.Errorf("tool_choice = %s, want %s", mustJSON(got), tt.want)
+			}
+		})
+	}
+}
+
+func TestVisionParts(t *testing.T) {
+	msg := Message{Role: RoleUser, Parts: []Part{TextPart("what is this?"), ImagePart("image/png", []byte{0x89, 'P', 'N', 'G'})}}
+	tests := []struct {
+		vision bool
+		want   string
+	}{
+		{true, `[{"type":"text","text":"what is this?"},{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw=="}}]`},
+		{false, `"what is this?\n[image omitted]"`},
+	}
+	for _, tt := range tests {
+		f := newFakeServer(t, reply{body: completion("a logo", "stop", "")})
+		c := newTestClient(t, ProviderOpenAI, f, newFakeClock(), func(c *Config) { c.Vision = tt.vision })
+		if _, err := c.Chat(context.Background(), Request{Messages: []Message{msg}}); err != nil {
+			t.Fatalf("Chat: %v", err)
+		}
+		msgs := f.requests()[0].body["messages"].([]any)
+		got := mustJSON(msgs[0].(map[string]any)["content"])
+		if !jsonEq(t, got, tt.want) {
+			t.Errorf("vision=%v: content\n got %s\nwant %s", tt.vision, got, tt.want)
+		}
+	}
+}
+
+func TestReasoningRoundTrip(t *testing.T) {
+	// The model thinks, calls a tool; the next request carries the
+	// assistant message back. DeepSeek must get reasoning_content, OpenAI
+	// must not.
+	stream := []string{
+		`{"choices":[{"index":0,"delta":{"role":"assistant","reasoning_content":"Need the "}}]}`,
+		`{"choices":[{"index":0,"delta":{"reasoning_content":"time."}}]}`,
+		`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"now","arguments":"{}"}}]}}]}`,
+		`{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`,
+		`[DONE]`,
+	}
+	for _, tt := range []struct {
+		provider string
+		wantSent bool
+	}{{ProviderDeepSeek, true}, {ProviderOpenAI, false}, {ProviderOllama, false}} {
+		t.Run(tt.provider, func(t *testing.T) {
+			f := newFakeServer(t, reply{sse: stream}, reply{body: completion("It is noon.", "stop", "")})
+			c := newTestClient(t, tt.provider, f, newFakeClock(), nil)
+			msgs := userMsg("what time is it?")
+			resp, err := c.Stream(context.Background(), Request{Messages: msgs}, nil)
+			if err != nil {
+				t.Fatalf("Stream: %v", err)
+			}
+			if got := resp.Message.ReasoningContent; got != "Need the time." {
+				t.Fatalf("reasoning = %q", got)
+			}
+			msgs = append(msgs, resp.Message, Message{Role: RoleTool, ToolCallID: "call_1", Content: "12:00"})
+			if _, err := c.Chat(context.Background(), Request{Messages: msgs}); err != nil {
+				t.Fatalf("Chat: %v", err)
+			}
+			sent := f.requests()[1].body["messages"].([]any)[1].(map[string]any)
+			rc, ok := sent["reasoning_content"]
+			if ok != tt.wantSent {
+				t.Errorf("reasoning_content sent = %v (%v), want sent=%v", ok, rc, tt.wantSent)
+			}
+			if ok && rc != "Need the time." {
+				t.Errorf("reasoning_content = %v", rc)
+			}
+			if sent["content"] != nil {
+				t.Errorf("assistant content with tool calls = %v, want null", sent["content"])
+			}
+		})
+	}
+}
+
+func TestReasoningField(t *testing.T) {
+	// Ollama and OpenRouter call it "reasoning".
+	body := `{"choices":[{"message":{"role":"assistant","content":"4","reasoning":"2+2"},"finish_reason":"stop"}]}`
+	f := newFakeServer(t, reply{body: body})
+	c := newTestClient(t, ProviderOllama, f, newFakeClock(), nil)
+	resp, err := c.Chat(context.Background(), Request{Messages: userMsg("2+2")})
+	if err != nil {
+		t.Fatalf("Chat: %v", err)
+	}
+	if resp.Message.ReasoningContent != "2+2" || resp.Message.Content != "4" {
+		t.Errorf("got %+v", resp.Message)
+	}
+}
+
+func TestRetries(t *testing.T) {
+	ok := reply{body: completion("fine", "stop", "")}
+	date := newFakeClock().Now().Add(9 * time.Second).Format(http.TimeFormat)
+	tests := []struct {
+		name       string
+		script     []reply
+		wantErr    error
+		wantReqs   int
+		wantSleeps []time.Duration
+		wantStatus int
+	}{
+		{
+			name:       "429 Retry-After seconds then success",
+			script:     []reply{{status: 429, header: map[string]string{"Retry-After": "7"}, body: `{"error":{"message":"slow down","type":"rate_limit_exceeded"}}`}, ok},
+			wantReqs:   2,
+			wantSleeps: []time.Duration{7 * time.Second},
+		},
+		{
+			name:       "429 Retry-After date then success",
+			script:     []reply{{status: 429, header: map[string]string{"Retry-After": date}}, ok},
+			wantReqs:   2,
+			wantSleeps: []time.Duration{9 * time.Second},
+		},
+		{
+			name:       "500 then success",
+			script:     []reply{{status: 500, body: `{"error":{"message":"boom"}}`}, ok},
+			wantReqs:   2,
+			wantSleeps: []time.Duration{375 * time.Millisecond}, // 500ms base, jitter 0.5: 250+125
+		},
+		{
+			name:       "503 always: bounded attempts",
+			script:     []reply{{status: 503}},
+			wantErr:    ErrServer,
+			wantReqs:   4,
+			wantSleeps: []time.Duration{375 * time.Millisecond, 750 * time.Millisecond, 1500 * time.Millisecond},
+			wantStatus: 503,
+		},
+		{
+			name:       "400 not retried",
+			script:     []reply{{status: 400, body: `{"error":{"message":"bad messages","code":"invalid_request_error"}}`}, ok},
+			wantErr:    ErrBadRequest,
+			wantReqs:   1,
+			wantStatus: 400,
+		},
+		{
+			name:       "401 auth",
+			script:     []reply{{status: 401, body: `{"error":{"message":"Incorrect API key"}}`}, ok},
+			wantErr:    ErrAuth,
+			wantReqs:   1,
+			wantStatus: 401,
+		},
+		{
+			name:       "403 auth",
+			script:     []reply{{status: 403, body: `forbidden`}, ok},
+			wantErr:    ErrAuth,
+			wantReqs:   1,
+			wantStatus: 403,
+		},
+		{
+			name:       "quota spent not retried",
+			script:     []reply{{status: 429, body: `{"error":{"message":"You exceeded your current quota","code":"insufficient_quota"}}`}, ok},
+			wantErr:    ErrRateLimited,
+			wantReqs:   1,
+			wantStatus: 429,
+		},
+		{
+			name:       "Retry-After too long returned at once",
+			script:     []reply{{status: 429, header: map[string]string{"Retry-After": "3600"}}, ok},
+			wantErr:    ErrRateLimited,
+			wantReqs:   1,
+			wantStatus: 429,
+		},
+		{
+			name:       "content filter 400",
+			script:     []reply{{status: 400, body: `{"code":"DataInspectionFailed","message":"x","error":{"code":"data_inspection_failed","message":"Input data may contain inappropriate content."}}`}, ok},
+			wantErr:    ErrContentFilter,
+			wantReqs:   1,
+			wantStatus: 400,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeServer(t, tt.script...)
+			clk := newFakeClock()
+			c := newTestClient(t, ProviderOpenAI, f, clk, nil)
+			resp, err := c.Chat(context.Background(), Request{Messages: userMsg("hi")})
+			if tt.wantErr == nil {
+				if err != nil {
+					t.Fatalf("Chat: %v", err)
+				}
+				if resp.Message.Content != "fine" {
+					t.Errorf("content = %q", resp.Message.Content)
+				}
+			} else {
+				if !errors.Is(err, tt.wantErr) {
+					t.Fatalf("err = %v, want %v", err, tt.wantErr)
+				}
+				var ae *APIError
+				if !errors.As(err, &ae) || ae.Status != tt.wantStatus || ae.Attempts != tt.wantReqs {
+					t.Errorf("APIError = %+v, want status %d, attempts %d", ae, tt.wantStatus, tt.wantReqs)
+				}
+			}
+			if got := len(f.requests()); got != tt.wantReqs {
+				t.Errorf("%d requests, want %d", got, tt.wantReqs)
+			}
+			if got := clk.Sleeps(); mustJSON(got) != mustJSON(tt.wantSleeps) {
+				t.Errorf("sleeps = %v, want %v", got, tt.wantSleeps)
+			}
+		})
+	}
+}
+
+func TestAPIErrorMessage(t *testing.T) {
+	f := newFakeServer(t, reply{status: 401, body: `{"error":{"message":"Incorrect API key provided","code":"invalid_api_key"}}`})
+	c := newTestClient(t, ProviderDeepSeek, f, newFakeClock(), nil)
+	_, err := c.Chat(context.Background(), Request{Messages: userMsg("hi")})
+	want := "llm: deepseek: authentication failed (HTTP 401): Incorrect API key provided"
+	if err == nil || err.Error() != want {
+		t.Errorf("err = %v, want %q", err, want)
+	}
+}
+
+func TestMalformed(t *testing.T) {
+	tests := []struct {
+		name string
+		rp   reply
+		opts []Option
+	}{
+		{"not JSON", reply{body: `{"choices": [`}, nil},
+		{"HTML", reply{body: `<html>gateway</html>`}, nil},
+		{"no choices", reply{body: `{"choices":[]}`}, nil},
+		{"content a number", reply{body: `{"choices":[{"message":{"content":42}}]}`}, nil},
+		{"too large", reply{body: completion(strings.Repeat("x", 4096), "stop", "")}, []Option{WithMaxBodyBytes(1024)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeServer(t, tt.rp)
+			c := newTestClient(t, ProviderOpenAI, f, newFakeClock(), nil, tt.opts...)
+			_, err := c.Chat(context.Background(), Request{Messages: userMsg("hi")})
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("err = %v, want ErrMalformed", err)
+			}
+			if n := len(f.requests()); n != 1 {
+				t.Errorf("%d requests, want 1 (malformed is not retried)", n)
+			}
+		})
+	}
+}
+
+func TestErrorInBody200(t *testing.T) {
+	f := newFakeServer(t, reply{body: `{"error":{"message":"upstream overloaded"}}`}, reply{body: completion("ok", "stop", "")})
+	c := newTestClient(t, ProviderCustom, f, newFakeClock(), nil)
+	resp, err := c.Chat(context.Background(), Request{Messages: userMsg("hi")})
+	if err != nil || resp.Message.Content != "ok" {
+		t.Fatalf("Chat = %+v, %v; want a retry to succeed", resp, err)
+	}
+}
+
+func TestContentFilterFinish(t *testing.T) {
+	f := newFakeServer(t, reply{body: completion("partial", "content_filter", "")})
+	c := newTestClient(t, ProviderOpenAI, f, newFakeClock(), nil)
+	resp, err := c.Chat(context.Background(), Request{Messages: userMsg("hi")})
+	if !errors.Is(err, ErrContentFilter) {
+		t.Fatalf("err = %v, want ErrContentFilter", err)
+	}
+	if resp.Message.Content != "partial" || resp.FinishReason != FinishContentFilter {
+		t.Errorf("resp = %+v", resp)
+	}
+}
+
+func TestHungServer(t *testing.T) {
+	t.Run("caller cancels", func(t *testing.T) {
+		f := newFakeServer(t, reply{hang: true})
+		c := newTestClient(t, ProviderOpenAI, f, newFakeClock(), nil)
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		_, err := c.Chat(ctx, Request{Messages: userMsg("hi")})
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("err = %v, want context.DeadlineExceeded", err)
+		}
+		var ae *APIError
+		if errors.As(err, &ae) {
+			t.Errorf("caller's cancellation came back as an APIError: %v", err)
+		}
+		if d := time.Since(start); d > 3*time.Second {
+			t.Errorf("took %v", d)
+		}
+		if n := len(f.requests()); n != 1 {
+			t.Errorf("%d requests, want 1", n)
+		}
+	})
+	t.Run("config timeout", func(t *testing.T) {
+		f := newFakeServer(t, reply{hang: true})
+		clk := newFakeClock()
+		c := newTestClient(t, ProviderOpenAI, f, clk, func(c *Config) { c.Timeout = 50 * time.Millisecond }, WithRetry(RetryPolicy{MaxAttempts: 2}))
+		_, err := c.Stream(context.Background(), Request{Messages: userMsg("hi")}, nil)
+		if !errors.Is(err, ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("err = %v, want ErrUnavailable and DeadlineExceeded", err)
+		}
+		if n := len(f.requests()); n != 2 {
+			t.Errorf("%d requests, want 2 (a timeout is retried)", n)
+		}
+	})
+	t.Run("stream stalls after first fragment", func(t *testing.T) {
+		// The idle timeout cuts a stream that stops sending; what arrived
+		// is returned and nothing is retried (the user saw it).
+		f := newFakeServer(t, reply{raw: "data: {\"choices\":[{\"delta\":{\"content\":\"Hel\"}}]}\n\n", hang: true})
+		c := newTestClient(t, ProviderOpenAI, f, newFakeClock(), func(c *Config) { c.Timeout = 100 * time.Millisecond })
+		var got []string
+		resp, err := c.Stream(context.Background(), Request{Messages: userMsg("hi")}, func(d Delta) error {
+			got = append(got, d.Content)
+			return nil
+		})
+		if !errors.Is(err, ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("err = %v, want ErrUnavailable and DeadlineExceeded", err)
+		}
+		if resp.Message.Content != "Hel" || len(got) != 1 {
+			t.Errorf("content = %q, deltas = %q", resp.Message.Content, got)
+		}
+		if n := len(f.requests()); n != 1 {
+			t.Errorf("%d requests, want 1", n)
+		}
+	})
+}
+
+func TestBreaker(t *testing.T) {
+	f := newFakeServer(t, reply{status: 500})
+	clk := newFakeClock()
+	c := newTestClient(t, ProviderOpenAI, f, clk, nil, WithRetry(RetryPolicy{MaxAttempts: 1}), WithBreaker(3, 30*time.Second))
+	chat := func() error {
+		_, err := c.Chat(context.Background(), Request{Messages: userMsg("hi")})
+		return err
+	}
+	for i := 0; i < 3; i++ {
+		if err := chat(); !errors.Is(err, ErrServer) {
+			t.Fatalf("call %d: err = %v, want ErrServer", i, err)
+		}
+	}
+	if got := c.BreakerState(); got != "open" {
+		t.Fatalf("state = %q, want open", got)
+	}
+	err := chat()
+	var ae *APIError
+	if !errors.Is(err, ErrUnavailable) || !errors.As(err, &ae) || ae.RetryAfter != 30*time.Second {
+		t.Fatalf("open breaker: err = %v (%+v), want ErrUnavailable with RetryAfter 30s", err, ae)
+	}
+	if n := len(f.requests()); n != 3 {
+		t.Fatalf("%d requests, want 3 (open breaker sends nothing)", n)
+	}
+
+	// Half-open probe fails: open again.
+	clk.Advance(31 * time.Second)
+	if got := c.BreakerState(); got != "half-open" {
+		t.Fatalf("state = %q, want half-open", got)
+	}
+	if err := chat(); !errors.Is(err, ErrServer) {
+		t.Fatalf("probe: err = %v, want ErrServer", err)
+	}
+	if err := chat(); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("after failed probe: err = %v, want ErrUnavailable", err)
+	}
+
+	// Recovers: the next probe succeeds and closes it.
+	f.mu.Lock()
+	f.script = append(f.script, reply{body: completion("back", "stop", "")})
+	f.mu.Unlock()
+	clk.Advance(31 * time.Second)
+	if err := chat(); err != nil {
+		t.Fatalf("recovery probe: %v", err)
+	}
+	if got := c.BreakerState(); got != "closed" {
+		t.Errorf("state = %q, want closed", got)
+	}
+	if err := chat(); err != nil {
+		t.Errorf("after recovery: %v", err)
+	}
+}
+
+func TestBreakerRetryStops(t *testing.T) {
+	// Retries stop when the breaker opens mid-way.
+	f := newFakeServer(t, reply{status: 502})
+	c := newTestClient(t, ProviderOpenAI, f, newFakeClock(), nil, WithRetry(RetryPolicy{MaxAttempts: 10}), WithBreaker(2, time.Minute))
+	_, err := c.Chat(context.Background(), Request{Messages: userMsg("hi")})
+	if !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("err = %v, want ErrUnavailable", err)
+	}
+	if n := len(f.requests()); n != 2 {
+		t.Errorf("%d requests, want 2", n)
+	}
+}
+
+func TestNew(t *testing.T) {
+	tests := []struct {
+		name    string
+		cfg     Config
+		wantErr string
+		wantURL string
+	}{
+		{"openai default url", Config{Provider: "openai", Model: "m"}, "", "https://api.openai.com/v1/chat/completions"},
+		{"trailing slash", Config{Provider: "vllm", BaseURL: "http://h:8000/v1/", Model: "m"}, "", "http://h:8000/v1/chat/completions"},
+		{"unknown provider", Config{Provider: "anthropic", Model: "m"}, "unknown provider", ""},
+		{"custom needs url", Config{Provider: "custom", Model: "m"}, "needs a base_url", ""},
+		{"bad url", Config{Provider: "custom", BaseURL: "ftp://x", Model: "m"}, "want an http", ""},
+		{"no model", Config{Provider: "ollama"}, "model is required", ""},
+	}
+	for _, tt := range tests {
+		c, err := New(tt.cfg)
+		if tt.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("%s: err = %v, want %q", tt.name, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", tt.name, err)
+			continue
+		}
+		if c.url != tt.wantURL {
+			t.Errorf("%s: url = %q, want %q", tt.name, c.url, tt.wantURL)
+		}
+	}
+}
+
+func TestModel(t *testing.T) {
+	c, err := New(Config{Provider: "ollama", Model: "big", VoiceModel: "small"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Model(false) != "big" || c.Model(true) != "small" {
+		t.Errorf("Model = %q, %q", c.Model(false), c.Model(true))
+	}
+}
+
+func TestParseRetryAfter(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	tests := []struct {
+		h    map[string]string
+		want time.Duration
+	}{
+		{map[string]string{"Retry-After": "3"}, 3 * time.Second},
+		{map[string]string{"Retry-After": "1.5"}, 1500 * time.Millisecond},
+		{map[string]string{"Retry-After": now.Add(time.Minute).Format(http.TimeFormat)}, time.Minute},
+		{map[string]string{"Retry-After": now.Add(-time.Minute).Format(http.TimeFormat)}, 0},
+		{map[string]string{"Retry-After": "soon"}, 0},
+		{map[string]string{"Retry-After": "-4"}, 0},
+		{map[string]string{"retry-after-ms": "250", "Retry-After": "1"}, 250 * time.Millisecond},
+		{nil, 0},
+	}
+	for _, tt := range tests {
+		h := http.Header{}
+		for k, v := range tt.h {
+			h.Set(k, v)
+		}
+		if got := parseRetryAfter(h, now); got != tt.want {
+			t.Errorf("parseRetryAfter(%v) = %v, want %v", tt.h, got, tt.want)
+		}
+	}
+}
+
+func TestAccounting(t *testing.T) {
+	var a Accounting
+	a.Add("wecom:alice", Usage{10, 5, 15})
+	a.Add("wecom:alice", Usage{1, 2, 3})
+	a.Add("voice:desk", Usage{7, 0, 7})
+	got := a.Snapshot()
+	if want := (UserUsage{Usage{11, 7, 18}, 2}); got["wecom:alice"] != want {
+		t.Errorf("alice = %+v, want %+v", got["wecom:alice"], want)
+	}
+	if want := (UserUsage{Usage{7, 0, 7}, 1}); got["voice:desk"] != want {
+		t.Errorf("desk = %+v, want %+v", got["voice:desk"], want)
+	}
+	a.Add("voice:desk", Usage{1, 1, 2})
+	if got["voice:desk"].Requests != 1 {
+		t.Errorf("Snapshot is not a copy")
+	}
+}

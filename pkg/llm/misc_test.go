@@ -1,0 +1,109 @@
+package llm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"agent/pkg/config"
+)
+
+func TestFromConfig(t *testing.T) {
+	got := FromConfig(config.LLM{
+		Provider: "deepseek", BaseURL: "https://api.deepseek.com/v1", APIKey: "k", Model: "deepseek-chat",
+		VoiceModel: "v", Vision: true, MaxTokens: 4096, Timeout: config.Duration{Duration: time.Minute},
+	})
+	want := Config{Provider: "deepseek", BaseURL: "https://api.deepseek.com/v1", APIKey: "k", Model: "deepseek-chat",
+		VoiceModel: "v", Vision: true, MaxTokens: 4096, Timeout: time.Minute}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("FromConfig = %+v, want %+v", got, want)
+	}
+	c, err := New(got)
+	if err != nil || c.Provider() != "deepseek" {
+		t.Errorf("New(FromConfig) = %v, %v", c, err)
+	}
+}
+
+func TestClassifyStatus(t *testing.T) {
+	tests := []struct {
+		status int
+		code   string
+		want   error
+	}{
+		{400, "", ErrBadRequest},
+		{404, "model_not_found", ErrBadRequest},
+		{413, "", ErrBadRequest},
+		{422, "", ErrBadRequest},
+		{408, "", ErrServer},
+		{429, "", ErrRateLimited},
+		{401, "", ErrAuth},
+		{403, "", ErrAuth},
+		{500, "", ErrServer},
+		{529, "", ErrServer},
+		{400, "content_policy_violation", ErrContentFilter},
+	}
+	for _, tt := range tests {
+		if got := classifyStatus(tt.status, tt.code); got != tt.want {
+			t.Errorf("classifyStatus(%d, %q) = %v, want %v", tt.status, tt.code, got, tt.want)
+		}
+	}
+}
+
+func TestParseErrorBody(t *testing.T) {
+	tests := []struct{ body, code, msg string }{
+		{`{"error":{"message":"bad","type":"invalid_request_error","code":null}}`, "invalid_request_error", "bad"},
+		{`{"error":{"message":"x","code":429}}`, "429", "x"},
+		{`{"error":"model \"llama\" not found"}`, "", `model "llama" not found`},
+		{`{"code":"InvalidApiKey","message":"Invalid API-key provided."}`, "InvalidApiKey", "Invalid API-key provided."},
+		{"<html>\n  502 Bad Gateway\n</html>", "", "<html> 502 Bad Gateway </html>"},
+	}
+	for _, tt := range tests {
+		code, msg := parseErrorBody([]byte(tt.body))
+		if code != tt.code || msg != tt.msg {
+			t.Errorf("parseErrorBody(%q) = %q, %q; want %q, %q", tt.body, code, msg, tt.code, tt.msg)
+		}
+	}
+}
+
+func TestConcurrentCalls(t *testing.T) {
+	f := newFakeServer(t, reply{status: 500}, reply{body: completion("ok", "stop", "")})
+	c := newTestClient(t, ProviderOpenAI, f, newFakeClock(), nil)
+	var acc Accounting
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for i := 0; i < 16; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := c.Chat(context.Background(), Request{Messages: userMsg("hi")})
+			if err != nil {
+				errs <- err
+				return
+			}
+			acc.Add(fmt.Sprintf("user%d", i%2), resp.Usage)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("Chat: %v", err)
+	}
+	snap := acc.Snapshot()
+	if snap["user0"].Requests+snap["user1"].Requests != 16 || snap["user0"].TotalTokens != 8*15 {
+		t.Errorf("accounting = %+v", snap)
+	}
+}
+
+func TestSleepCtx(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := sleepCtx(ctx, time.Hour); !errors.Is(err, context.Canceled) {
+		t.Errorf("sleepCtx on cancelled ctx = %v", err)
+	}
+	if err := sleepCtx(context.Background(), time.Millisecond); err != nil {
+		t.Errorf("sleepCtx = %v", err)
+	}
+}
