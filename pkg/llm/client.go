@@ -121,7 +121,7 @@ func New(cfg Config, opts ...Option) (*Client, error) {
 	}
 	base := cfg.BaseURL
 	if base == "" {
-		base = p.baseURL
+		base, _ = config.DefaultBaseURL(cfg.Provider)
 	}
 	if base == "" {
 		return nil, fmt.Errorf("llm: provider %q needs a base_url", cfg.Provider)

@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"agent/pkg/config"
 	"context"
 	"errors"
 	"net/http"
@@ -11,7 +12,7 @@ import (
 
 func TestChatPlainReply(t *testing.T) {
 	f := newFakeServer(t, reply{body: completion("Hello there.", "stop", "")})
-	c := newTestClient(t, ProviderOpenAI, f, newFakeClock(), nil)
+	c := newTestClient(t, config.ProviderOpenAI, f, newFakeClock(), nil)
 
 	resp, err := c.Chat(context.Background(), Request{Messages: userMsg("hi")})
 	if err != nil {
@@ -81,7 +82,7 @@ func TestChatToolCalls(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFakeServer(t, reply{body: completion("", tt.finish, tt.calls)})
-			c := newTestClient(t, ProviderOpenAI, f, newFakeClock(), nil)
+			c := newTestClient(t, config.ProviderOpenAI, f, newFakeClock(), nil)
 			tools := []Tool{{Function: FunctionSpec{Name: "get_weather", Parameters: []byte(`{"type":"object"}`)}}}
 			resp, err := c.Chat(context.Background(), Request{Messages: userMsg("weather?"), Tools: tools})
 			if err != nil {
@@ -108,13 +109,13 @@ func TestToolChoice(t *testing.T) {
 		tools            []Tool
 		want             string // JSON of tool_choice, "" for absent
 	}{
-		{ProviderOpenAI, "required", tools, `"required"`},
-		{ProviderOpenAI, "f", tools, `{"function":{"name":"f"},"type":"function"}`},
-		{ProviderOpenAI, "auto", nil, ""}, // no tools: never sent
-		{ProviderOpenAI, "", tools, ""},
-		{ProviderOllama, "required", tools, ""},
-		{ProviderOllama, "f", tools, ""},
-		{ProviderDashScope, "auto", tools, `"auto"`},
+		{config.ProviderOpenAI, "required", tools, `"required"`},
+		{config.ProviderOpenAI, "f", tools, `{"function":{"name":"f"},"type":"function"}`},
+		{config.ProviderOpenAI, "auto", nil, ""}, // no tools: never sent
+		{config.ProviderOpenAI, "", tools, ""},
+		{config.ProviderOllama, "required", tools, ""},
+		{config.ProviderOllama, "f", tools, ""},
+		{config.ProviderDashScope, "auto", tools, `"auto"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.provider+"/"+tt.choice, func(t *testing.T) {
@@ -145,7 +146,7 @@ func TestVisionParts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		f := newFakeServer(t, reply{body: completion("a logo", "stop", "")})
-		c := newTestClient(t, ProviderOpenAI, f, newFakeClock(), func(c *Config) { c.Vision = tt.vision })
+		c := newTestClient(t, config.ProviderOpenAI, f, newFakeClock(), func(c *Config) { c.Vision = tt.vision })
 		if _, err := c.Chat(context.Background(), Request{Messages: []Message{msg}}); err != nil {
 			t.Fatalf("Chat: %v", err)
 		}
@@ -171,7 +172,7 @@ func TestReasoningRoundTrip(t *testing.T) {
 	for _, tt := range []struct {
 		provider string
 		wantSent bool
-	}{{ProviderDeepSeek, true}, {ProviderOpenAI, false}, {ProviderOllama, false}} {
+	}{{config.ProviderDeepSeek, true}, {config.ProviderOpenAI, false}, {config.ProviderOllama, false}} {
 		t.Run(tt.provider, func(t *testing.T) {
 			f := newFakeServer(t, reply{sse: stream}, reply{body: completion("It is noon.", "stop", "")})
 			c := newTestClient(t, tt.provider, f, newFakeClock(), nil)
@@ -206,7 +207,7 @@ func TestReasoningField(t *testing.T) {
 	// Ollama and OpenRouter call it "reasoning".
 	body := `{"choices":[{"message":{"role":"assistant","content":"4","reasoning":"2+2"},"finish_reason":"stop"}]}`
 	f := newFakeServer(t, reply{body: body})
-	c := newTestClient(t, ProviderOllama, f, newFakeClock(), nil)
+	c := newTestClient(t, config.ProviderOllama, f, newFakeClock(), nil)
 	resp, err := c.Chat(context.Background(), Request{Messages: userMsg("2+2")})
 	if err != nil {
 		t.Fatalf("Chat: %v", err)
@@ -300,7 +301,7 @@ func TestRetries(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFakeServer(t, tt.script...)
 			clk := newFakeClock()
-			c := newTestClient(t, ProviderOpenAI, f, clk, nil)
+			c := newTestClient(t, config.ProviderOpenAI, f, clk, nil)
 			resp, err := c.Chat(context.Background(), Request{Messages: userMsg("hi")})
 			if tt.wantErr == nil {
 				if err != nil {
@@ -330,7 +331,7 @@ func TestRetries(t *testing.T) {
 
 func TestAPIErrorMessage(t *testing.T) {
 	f := newFakeServer(t, reply{status: 401, body: `{"error":{"message":"Incorrect API key provided","code":"invalid_api_key"}}`})
-	c := newTestClient(t, ProviderDeepSeek, f, newFakeClock(), nil)
+	c := newTestClient(t, config.ProviderDeepSeek, f, newFakeClock(), nil)
 	_, err := c.Chat(context.Background(), Request{Messages: userMsg("hi")})
 	want := "llm: deepseek: authentication failed (HTTP 401): Incorrect API key provided"
 	if err == nil || err.Error() != want {
@@ -353,7 +354,7 @@ func TestMalformed(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFakeServer(t, tt.rp)
-			c := newTestClient(t, ProviderOpenAI, f, newFakeClock(), nil, tt.opts...)
+			c := newTestClient(t, config.ProviderOpenAI, f, newFakeClock(), nil, tt.opts...)
 			_, err := c.Chat(context.Background(), Request{Messages: userMsg("hi")})
 			if !errors.Is(err, ErrMalformed) {
 				t.Fatalf("err = %v, want ErrMalformed", err)
@@ -367,7 +368,7 @@ func TestMalformed(t *testing.T) {
 
 func TestErrorInBody200(t *testing.T) {
 	f := newFakeServer(t, reply{body: `{"error":{"message":"upstream overloaded"}}`}, reply{body: completion("ok", "stop", "")})
-	c := newTestClient(t, ProviderCustom, f, newFakeClock(), nil)
+	c := newTestClient(t, config.ProviderCustom, f, newFakeClock(), nil)
 	resp, err := c.Chat(context.Background(), Request{Messages: userMsg("hi")})
 	if err != nil || resp.Message.Content != "ok" {
 		t.Fatalf("Chat = %+v, %v; want a retry to succeed", resp, err)
@@ -376,7 +377,7 @@ func TestErrorInBody200(t *testing.T) {
 
 func TestContentFilterFinish(t *testing.T) {
 	f := newFakeServer(t, reply{body: completion("partial", "content_filter", "")})
-	c := newTestClient(t, ProviderOpenAI, f, newFakeClock(), nil)
+	c := newTestClient(t, config.ProviderOpenAI, f, newFakeClock(), nil)
 	resp, err := c.Chat(context.Background(), Request{Messages: userMsg("hi")})
 	if !errors.Is(err, ErrContentFilter) {
 		t.Fatalf("err = %v, want ErrContentFilter", err)
@@ -389,7 +390,7 @@ func TestContentFilterFinish(t *testing.T) {
 func TestHungServer(t *testing.T) {
 	t.Run("caller cancels", func(t *testing.T) {
 		f := newFakeServer(t, reply{hang: true})
-		c := newTestClient(t, ProviderOpenAI, f, newFakeClock(), nil)
+		c := newTestClient(t, config.ProviderOpenAI, f, newFakeClock(), nil)
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		defer cancel()
 		start := time.Now()
@@ -411,7 +412,7 @@ func TestHungServer(t *testing.T) {
 	t.Run("config timeout", func(t *testing.T) {
 		f := newFakeServer(t, reply{hang: true})
 		clk := newFakeClock()
-		c := newTestClient(t, ProviderOpenAI, f, clk, func(c *Config) { c.Timeout = 50 * time.Millisecond }, WithRetry(RetryPolicy{MaxAttempts: 2}))
+		c := newTestClient(t, config.ProviderOpenAI, f, clk, func(c *Config) { c.Timeout = 50 * time.Millisecond }, WithRetry(RetryPolicy{MaxAttempts: 2}))
 		_, err := c.Stream(context.Background(), Request{Messages: userMsg("hi")}, nil)
 		if !errors.Is(err, ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("err = %v, want ErrUnavailable and DeadlineExceeded", err)
@@ -424,7 +425,7 @@ func TestHungServer(t *testing.T) {
 		// The idle timeout cuts a stream that stops sending; what arrived
 		// is returned and nothing is retried (the user saw it).
 		f := newFakeServer(t, reply{raw: "data: {\"choices\":[{\"delta\":{\"content\":\"Hel\"}}]}\n\n", hang: true})
-		c := newTestClient(t, ProviderOpenAI, f, newFakeClock(), func(c *Config) { c.Timeout = 100 * time.Millisecond })
+		c := newTestClient(t, config.ProviderOpenAI, f, newFakeClock(), func(c *Config) { c.Timeout = 100 * time.Millisecond })
 		var got []string
 		resp, err := c.Stream(context.Background(), Request{Messages: userMsg("hi")}, func(d Delta) error {
 			got = append(got, d.Content)
@@ -445,7 +446,7 @@ func TestHungServer(t *testing.T) {
 func TestBreaker(t *testing.T) {
 	f := newFakeServer(t, reply{status: 500})
 	clk := newFakeClock()
-	c := newTestClient(t, ProviderOpenAI, f, clk, nil, WithRetry(RetryPolicy{MaxAttempts: 1}), WithBreaker(3, 30*time.Second))
+	c := newTestClient(t, config.ProviderOpenAI, f, clk, nil, WithRetry(RetryPolicy{MaxAttempts: 1}), WithBreaker(3, 30*time.Second))
 	chat := func() error {
 		_, err := c.Chat(context.Background(), Request{Messages: userMsg("hi")})
 		return err
@@ -498,7 +499,7 @@ func TestBreaker(t *testing.T) {
 func TestBreakerRetryStops(t *testing.T) {
 	// Retries stop when the breaker opens mid-way.
 	f := newFakeServer(t, reply{status: 502})
-	c := newTestClient(t, ProviderOpenAI, f, newFakeClock(), nil, WithRetry(RetryPolicy{MaxAttempts: 10}), WithBreaker(2, time.Minute))
+	c := newTestClient(t, config.ProviderOpenAI, f, newFakeClock(), nil, WithRetry(RetryPolicy{MaxAttempts: 10}), WithBreaker(2, time.Minute))
 	_, err := c.Chat(context.Background(), Request{Messages: userMsg("hi")})
 	if !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("err = %v, want ErrUnavailable", err)

@@ -70,7 +70,7 @@ func TestParseErrorBody(t *testing.T) {
 
 func TestConcurrentCalls(t *testing.T) {
 	f := newFakeServer(t, reply{status: 500}, reply{body: completion("ok", "stop", "")})
-	c := newTestClient(t, ProviderOpenAI, f, newFakeClock(), nil)
+	c := newTestClient(t, config.ProviderOpenAI, f, newFakeClock(), nil)
 	var acc Accounting
 	var wg sync.WaitGroup
 	errs := make(chan error, 16)

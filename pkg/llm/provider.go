@@ -1,18 +1,12 @@
 package llm
 
-// Providers, matching the values of llm.provider in config.toml.
-const (
-	ProviderOpenAI    = "openai"
-	ProviderDeepSeek  = "deepseek"
-	ProviderDashScope = "dashscope"
-	ProviderOllama    = "ollama"
-	ProviderVLLM      = "vllm"
-	ProviderCustom    = "custom"
-)
+import "agent/pkg/config"
+
+// Provider names are config's (config.ProviderOpenAI ...); so are their
+// default base URLs (config.DefaultBaseURL).
 
 // preset is what differs between OpenAI-compatible providers.
 type preset struct {
-	baseURL string
 	// toolChoice: tool_choice may be sent (Ollama rejects or ignores it).
 	toolChoice bool
 	// streamUsage: stream_options.include_usage is understood.
@@ -26,33 +20,27 @@ type preset struct {
 }
 
 var presets = map[string]preset{
-	ProviderOpenAI: {
-		baseURL:             "https://api.openai.com/v1",
+	config.ProviderOpenAI: {
 		toolChoice:          true,
 		streamUsage:         true,
 		maxCompletionTokens: true,
 	},
-	ProviderDeepSeek: {
-		baseURL:       "https://api.deepseek.com/v1",
+	config.ProviderDeepSeek: {
 		toolChoice:    true,
 		streamUsage:   true,
 		sendReasoning: true,
 	},
-	ProviderDashScope: {
-		baseURL:     "https://dashscope.aliyuncs.com/compatible-mode/v1",
+	config.ProviderDashScope: {
 		toolChoice:  true,
 		streamUsage: true,
 	},
-	ProviderOllama: {
-		baseURL: "http://127.0.0.1:11434/v1",
-	},
-	ProviderVLLM: {
-		baseURL:     "http://127.0.0.1:8000/v1",
+	config.ProviderOllama: {},
+	config.ProviderVLLM: {
 		toolChoice:  true,
 		streamUsage: true,
 	},
 	// custom: an unknown server; send only the core fields.
-	ProviderCustom: {
+	config.ProviderCustom: {
 		toolChoice: true,
 	},
 }

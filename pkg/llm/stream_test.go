@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"agent/pkg/config"
 	"bytes"
 	"context"
 	"errors"
@@ -18,7 +19,7 @@ func TestStreamText(t *testing.T) {
 		`{"id":"c1","choices":[],"usage":{"prompt_tokens":9,"completion_tokens":3,"total_tokens":12}}`,
 		`[DONE]`,
 	}})
-	c := newTestClient(t, ProviderOpenAI, f, newFakeClock(), nil)
+	c := newTestClient(t, config.ProviderOpenAI, f, newFakeClock(), nil)
 	var frags []string
 	resp, err := c.Stream(context.Background(), Request{Messages: userMsg("hi")}, func(d Delta) error {
 		frags = append(frags, d.Content)
@@ -49,7 +50,7 @@ func TestStreamUsageOptionPerProvider(t *testing.T) {
 	for _, tt := range []struct {
 		provider string
 		want     bool
-	}{{ProviderOpenAI, true}, {ProviderDeepSeek, true}, {ProviderDashScope, true}, {ProviderVLLM, true}, {ProviderOllama, false}, {ProviderCustom, false}} {
+	}{{config.ProviderOpenAI, true}, {config.ProviderDeepSeek, true}, {config.ProviderDashScope, true}, {config.ProviderVLLM, true}, {config.ProviderOllama, false}, {config.ProviderCustom, false}} {
 		f := newFakeServer(t, reply{sse: []string{`{"choices":[{"delta":{"content":"x"},"finish_reason":"stop"}]}`, `[DONE]`}})
 		c := newTestClient(t, tt.provider, f, newFakeClock(), nil)
 		if _, err := c.Stream(context.Background(), Request{Messages: userMsg("hi")}, nil); err != nil {
@@ -147,7 +148,7 @@ func TestStreamToolCalls(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFakeServer(t, reply{sse: tt.events})
-			c := newTestClient(t, ProviderDashScope, f, newFakeClock(), nil)
+			c := newTestClient(t, config.ProviderDashScope, f, newFakeClock(), nil)
 			var deltas int
 			resp, err := c.Stream(context.Background(), Request{Messages: userMsg("weather and time?")}, func(d Delta) error {
 				deltas += len(d.ToolCalls)
@@ -213,7 +214,7 @@ func TestStreamFailures(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFakeServer(t, tt.rp)
-			c := newTestClient(t, ProviderOpenAI, f, newFakeClock(), nil)
+			c := newTestClient(t, config.ProviderOpenAI, f, newFakeClock(), nil)
 			resp, err := c.Stream(context.Background(), Request{Messages: userMsg("hi")}, nil)
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("err = %v, want %v", err, tt.wantErr)
@@ -234,7 +235,7 @@ func TestStreamTooLarge(t *testing.T) {
 		ev = append(ev, `{"choices":[{"delta":{"content":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}}]}`)
 	}
 	f := newFakeServer(t, reply{sse: append(ev, `[DONE]`)})
-	c := newTestClient(t, ProviderOpenAI, f, newFakeClock(), nil, WithMaxBodyBytes(2048))
+	c := newTestClient(t, config.ProviderOpenAI, f, newFakeClock(), nil, WithMaxBodyBytes(2048))
 	_, err := c.Stream(context.Background(), Request{Messages: userMsg("hi")}, nil)
 	if !errors.Is(err, ErrMalformed) {
 		t.Fatalf("err = %v, want ErrMalformed", err)
@@ -244,7 +245,7 @@ func TestStreamTooLarge(t *testing.T) {
 func TestStreamCallbackError(t *testing.T) {
 	stop := errors.New("user hung up")
 	f := newFakeServer(t, reply{sse: []string{`{"choices":[{"delta":{"content":"a"}}]}`, `{"choices":[{"delta":{"content":"b"}}]}`, `[DONE]`}})
-	c := newTestClient(t, ProviderOpenAI, f, newFakeClock(), nil)
+	c := newTestClient(t, config.ProviderOpenAI, f, newFakeClock(), nil)
 	_, err := c.Stream(context.Background(), Request{Messages: userMsg("hi")}, func(Delta) error { return stop })
 	if err != stop {
 		t.Fatalf("err = %v, want the callback's error as is", err)
@@ -256,7 +257,7 @@ func TestStreamCallbackError(t *testing.T) {
 
 func TestStreamServerIgnoresStream(t *testing.T) {
 	f := newFakeServer(t, reply{body: completion("whole", "stop", "")})
-	c := newTestClient(t, ProviderCustom, f, newFakeClock(), nil)
+	c := newTestClient(t, config.ProviderCustom, f, newFakeClock(), nil)
 	var got string
 	resp, err := c.Stream(context.Background(), Request{Messages: userMsg("hi")}, func(d Delta) error {
 		got += d.Content
