@@ -21,6 +21,32 @@ CREATE TABLE meta (
 	value TEXT NOT NULL
 ) STRICT;
 INSERT INTO meta(key, value) VALUES ('created_at', strftime('%Y-%m-%dT%H:%M:%SZ', 'now'));`},
+	// pkg/session: conversations per routing key and their messages. Times
+	// are Unix milliseconds; at most one open session per key.
+	{Name: "sessions", SQL: `
+CREATE TABLE sessions (
+	id            INTEGER PRIMARY KEY,
+	key           TEXT    NOT NULL,
+	created_at    INTEGER NOT NULL,
+	last_at       INTEGER NOT NULL,
+	closed_at     INTEGER,
+	message_count INTEGER NOT NULL DEFAULT 0
+) STRICT;
+CREATE UNIQUE INDEX sessions_open_key ON sessions(key) WHERE closed_at IS NULL;
+CREATE INDEX sessions_key ON sessions(key, id);
+CREATE TABLE session_messages (
+	session_id        INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+	seq               INTEGER NOT NULL,
+	role              TEXT    NOT NULL,
+	content           TEXT    NOT NULL DEFAULT '',
+	parts             TEXT,
+	name              TEXT    NOT NULL DEFAULT '',
+	tool_calls        TEXT,
+	tool_call_id      TEXT    NOT NULL DEFAULT '',
+	reasoning_content TEXT    NOT NULL DEFAULT '',
+	created_at        INTEGER NOT NULL,
+	PRIMARY KEY (session_id, seq)
+) STRICT, WITHOUT ROWID;`},
 }
 
 // SchemaVersion is the version this binary writes.
