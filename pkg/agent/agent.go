@@ -1,0 +1,553 @@
+// Package agent runs the tool-use loop: one user message in, at most
+// MaxIterations model calls with the tool calls of each step run
+// concurrently, one answer out. Every message of the turn is appended to the
+// session as it happens, so a crash mid-turn leaves a session that
+// session.Repair makes valid again.
+//
+// Mistakes of the model (unknown tools, invalid JSON arguments, failing or
+// panicking tools, the same call over and over) go back to it as tool
+// results; only a failing LLM or session store ends a turn with an error.
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"agent/pkg/config"
+	"agent/pkg/llm"
+	"agent/pkg/session"
+	"agent/pkg/tools"
+)
+
+// LLM is the part of *llm.Client the loop uses.
+type LLM interface {
+	Chat(ctx context.Context, req llm.Request) (llm.Response, error)
+	Stream(ctx context.Context, req llm.Request, fn func(llm.Delta) error) (llm.Response, error)
+}
+
+// Memory supplies the "Relevant memory" block of the system message for a
+// user's message. The memory layer implements it; nil means no block.
+type Memory interface {
+	Block(ctx context.Context, user, query string) (string, error)
+}
+
+// Config bounds a turn. Zero fields take the defaults noted.
+type Config struct {
+	MaxIterations   int    // model calls with tools per turn; 20
+	Model           string // "" = the client's model
+	VoiceModel      string // for the voice and hardware profiles; "" = Model
+	MaxTokens       int    // per call; 0 = the client's
+	WindowMessages  int    // session messages read per turn; 40
+	ContextBudget   int    // estimated tokens of a request; 24000
+	TurnTimeout     time.Duration
+	TurnTokenBudget int // total tokens of a turn's calls; 0 = unlimited
+	ToolResultBytes int // cap on one tool result; 16 KiB
+	RepeatLimit     int // identical calls refused from this count on; 3
+	// FinalGrace is the extra time the closing summary call gets after the
+	// turn's time budget ran out; 30s.
+	FinalGrace time.Duration
+	Location   *time.Location // the time line of the prompt; UTC when nil
+}
+
+// Defaults.
+const (
+	DefaultMaxIterations   = 20
+	DefaultWindowMessages  = 40
+	DefaultContextBudget   = 24000
+	DefaultTurnTimeout     = 3 * time.Minute
+	DefaultToolResultBytes = 16 << 10
+	DefaultRepeatLimit     = 3
+	DefaultFinalGrace      = 30 * time.Second
+)
+
+// ConfigFrom takes the agent, llm and memory settings from c.
+func ConfigFrom(c *config.Config) Config {
+	window := c.Memory.SessionMaxMessages
+	if window <= 0 || window > DefaultWindowMessages {
+		window = DefaultWindowMessages
+	}
+	return Config{
+		MaxIterations:  c.Agent.MaxToolIterations,
+		Model:          c.LLM.Model,
+		VoiceModel:     c.LLM.VoiceModel,
+		MaxTokens:      c.LLM.MaxTokens,
+		WindowMessages: window,
+		Location:       c.Location(),
+	}
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxIterations <= 0 {
+		c.MaxIterations = DefaultMaxIterations
+	}
+	if c.WindowMessages <= 0 {
+		c.WindowMessages = DefaultWindowMessages
+	}
+	if c.ContextBudget <= 0 {
+		c.ContextBudget = DefaultContextBudget
+	}
+	if c.TurnTimeout <= 0 {
+		c.TurnTimeout = DefaultTurnTimeout
+	}
+	if c.ToolResultBytes <= 0 {
+		c.ToolResultBytes = DefaultToolResultBytes
+	}
+	if c.RepeatLimit <= 0 {
+		c.RepeatLimit = DefaultRepeatLimit
+	}
+	if c.FinalGrace <= 0 {
+		c.FinalGrace = DefaultFinalGrace
+	}
+	if c.Location == nil {
+		c.Location = time.UTC
+	}
+	return c
+}
+
+// Deps are what the loop talks to. LLM and Sessions are required; Tools,
+// Prompt and Memory may be nil.
+type Deps struct {
+	LLM      LLM
+	Tools    *tools.Registry
+	Sessions *session.Store
+	Prompt   *Prompt
+	Memory   Memory
+	Logger   *slog.Logger
+	Now      func() time.Time
+}
+
+// Agent runs turns. It is safe for concurrent use; the caller keeps turns of
+// one routing key in order (the runner).
+type Agent struct {
+	cfg    Config
+	d      Deps
+	logger *slog.Logger
+	now    func() time.Time
+}
+
+// New returns an Agent.
+func New(cfg Config, d Deps) *Agent {
+	a := &Agent{cfg: cfg.withDefaults(), d: d, logger: d.Logger, now: d.Now}
+	if a.logger == nil {
+		a.logger = slog.New(slog.DiscardHandler)
+	}
+	a.logger = a.logger.With("component", "agent")
+	if a.now == nil {
+		a.now = time.Now
+	}
+	return a
+}
+
+// Input is one user message.
+type Input struct {
+	Key     session.Key
+	User    string
+	Channel string
+	Profile string // tools profile: wecom, voice, hardware, admin
+	Text    string
+	Images  []llm.Part // image parts (llm.ImagePart), sent after Text
+	// Verbose emits step, tool-call and tool-result events (/verbose on).
+	Verbose bool
+	// Stream asks the model for a streamed reply and emits its text as
+	// EventText fragments.
+	Stream bool
+}
+
+// EventKind says what an Event reports.
+type EventKind string
+
+// Event kinds.
+const (
+	EventStep       EventKind = "step"        // a model call starts
+	EventToolCall   EventKind = "tool_call"   // a tool is about to run
+	EventToolResult EventKind = "tool_result" // a tool finished
+	EventText       EventKind = "text"        // a fragment of streamed reply text
+)
+
+// Event is progress of a turn, for /verbose and streaming channels.
+type Event struct {
+	Kind     EventKind
+	Step     int
+	Tool     string
+	CallID   string
+	Args     string // tool call arguments (EventToolCall)
+	Text     string // result (EventToolResult) or fragment (EventText)
+	IsError  bool
+	Duration time.Duration
+}
+
+// Output is the result of a turn.
+type Output struct {
+	Text      string
+	Steps     int // model calls made
+	ToolCalls int
+	Usage     llm.Usage
+	// Stopped says why the loop ended early: "" (the model answered),
+	// StopIterations, StopRepeat, StopTime, StopTokens, StopGarbage.
+	Stopped string
+}
+
+// Reasons in Output.Stopped.
+const (
+	StopIterations = "max_iterations"
+	StopRepeat     = "repeated_calls"
+	StopTime       = "time_budget"
+	StopTokens     = "token_budget"
+	StopGarbage    = "invalid_reply"
+)
+
+// Texts the user gets when the model gives nothing usable.
+const (
+	EmptyReplyText   = "Sorry, the model returned an empty reply. Please try again or rephrase your message."
+	InvalidReplyText = "Sorry, the model returned a reply I could not understand. Please try again."
+	TruncatedText    = "Sorry, the model's reply was cut off before it said anything. Please try again or ask for a shorter answer."
+	FilteredText     = "Sorry, the model's content filter blocked this reply."
+)
+
+const (
+	finalPrompt = "You have used up the steps allowed for this message (%s). Do not call any tools. " +
+		"Answer the user now: summarise what you did and found, and say what is left undone."
+	repeatRefusal = "error: you already called %s with exactly these arguments %d times in this turn and got the same result. " +
+		"Do not repeat this call; use the results you have, try something different, or answer the user."
+)
+
+// Turn runs one user message through the loop. emit (may be nil) receives
+// events synchronously from the loop's goroutine. An error is returned only
+// when the LLM or the session store fails (wrapped, so errors.Is finds the
+// llm sentinel errors); Output then holds what was done so far.
+func (a *Agent) Turn(ctx context.Context, in Input, emit func(Event)) (Output, error) {
+	var out Output
+	cfg := a.cfg
+	start := a.now()
+	if emit == nil {
+		emit = func(Event) {}
+	}
+	verbose := func(e Event) {
+		if in.Verbose {
+			emit(e)
+		}
+	}
+
+	// The loop runs under the time budget; the closing summary call may use
+	// a little more.
+	hardCtx, cancelHard := context.WithTimeout(ctx, cfg.TurnTimeout+cfg.FinalGrace)
+	defer cancelHard()
+	loopCtx, cancelLoop := context.WithTimeout(hardCtx, cfg.TurnTimeout)
+	defer cancelLoop()
+
+	sess, err := a.d.Sessions.Current(hardCtx, in.Key)
+	if err != nil {
+		return out, fmt.Errorf("agent: turn %s: %w", in.Key, err)
+	}
+	window, err := a.d.Sessions.Window(hardCtx, sess.ID, cfg.WindowMessages)
+	if err != nil {
+		return out, fmt.Errorf("agent: turn %s: %w", in.Key, err)
+	}
+	history := session.Repair(window)
+
+	user := llm.Message{Role: llm.RoleUser, Content: in.Text}
+	if len(in.Images) > 0 {
+		user.Parts = append([]llm.Part{llm.TextPart(in.Text)}, in.Images...)
+	}
+	persist := func(msgs ...llm.Message) error {
+		if err := a.d.Sessions.Append(hardCtx, sess.ID, msgs...); err != nil {
+			return fmt.Errorf("agent: turn %s: %w", in.Key, err)
+		}
+		return nil
+	}
+	if err := persist(user); err != nil {
+		return out, err
+	}
+	history = append(history, user)
+
+	var memBlock string
+	if a.d.Memory != nil {
+		if memBlock, err = a.d.Memory.Block(loopCtx, in.User, in.Text); err != nil {
+			a.logger.Warn("memory block failed", "key", in.Key, "err", err)
+			memBlock = ""
+		}
+	}
+	var system string
+	if a.d.Prompt != nil {
+		system = a.d.Prompt.System(start, cfg.Location, memBlock)
+	} else if memBlock != "" {
+		system = "## Relevant memory\n\n" + memBlock
+	}
+
+	model := cfg.Model
+	if (in.Profile == tools.ProfileVoice || in.Profile == tools.ProfileHardware) && cfg.VoiceModel != "" {
+		model = cfg.VoiceModel
+	}
+	var specs []llm.Tool
+	if a.d.Tools != nil {
+		specs = a.d.Tools.Specs(in.Profile)
+	}
+	budget := cfg.ContextBudget - session.EstimateTokens(llm.Message{Role: llm.RoleSystem, Content: system})
+
+	request := func(extra ...llm.Message) llm.Request {
+		pruned := session.Prune(history, budget, nil)
+		msgs := make([]llm.Message, 0, len(pruned)+2)
+		if system != "" {
+			msgs = append(msgs, llm.Message{Role: llm.RoleSystem, Content: system})
+		}
+		msgs = append(msgs, pruned...)
+		msgs = append(msgs, extra...)
+		return llm.Request{Model: model, Messages: msgs, MaxTokens: cfg.MaxTokens}
+	}
+	call := func(ctx context.Context, req llm.Request) (llm.Response, error) {
+		out.Steps++
+		verbose(Event{Kind: EventStep, Step: out.Steps})
+		var resp llm.Response
+		var err error
+		if in.Stream {
+			resp, err = a.d.LLM.Stream(ctx, req, func(d llm.Delta) error {
+				if d.Content != "" {
+					emit(Event{Kind: EventText, Step: out.Steps, Text: d.Content})
+				}
+				return nil
+			})
+		} else {
+			resp, err = a.d.LLM.Chat(ctx, req)
+		}
+		out.Usage = out.Usage.Add(resp.Usage)
+		return resp, err
+	}
+
+	seen := make(map[string]int)
+	for {
+		if out.Steps >= cfg.MaxIterations {
+			out.Stopped = StopIterations
+			break
+		}
+		if cfg.TurnTokenBudget > 0 && out.Usage.TotalTokens >= cfg.TurnTokenBudget {
+			out.Stopped = StopTokens
+			break
+		}
+		if loopCtx.Err() != nil && ctx.Err() == nil {
+			out.Stopped = StopTime
+			break
+		}
+		req := request()
+		req.Tools = specs
+		resp, err := call(loopCtx, req)
+		if err != nil {
+			if errors.Is(err, llm.ErrContentFilter) && len(resp.Message.ToolCalls) == 0 {
+				out.Stopped = StopGarbage
+				return a.finish(out, resp.Message, FilteredText, persist)
+			}
+			if ctx.Err() == nil && loopCtx.Err() != nil {
+				out.Stopped = StopTime
+				break
+			}
+			return out, fmt.Errorf("agent: turn %s: step %d: %w", in.Key, out.Steps, err)
+		}
+		msg, dropped := sanitize(resp.Message, out.Steps)
+		if dropped > 0 {
+			a.logger.Warn("model sent malformed tool calls", "key", in.Key, "step", out.Steps, "dropped", dropped)
+		}
+		if len(msg.ToolCalls) == 0 {
+			if strings.TrimSpace(msg.Content) != "" {
+				return a.finish(out, msg, "", persist)
+			}
+			out.Stopped = StopGarbage
+			text := EmptyReplyText
+			switch {
+			case dropped > 0:
+				text = InvalidReplyText
+			case resp.FinishReason == llm.FinishLength:
+				text = TruncatedText
+			}
+			a.logger.Warn("model gave no usable reply", "key", in.Key, "step", out.Steps, "finish", resp.FinishReason)
+			out.Text = text
+			return out, nil
+		}
+
+		stored := storable(msg)
+		if err := persist(stored); err != nil {
+			return out, err
+		}
+		history = append(history, stored)
+		results, stop := a.runTools(loopCtx, in, msg.ToolCalls, seen, out.Steps, verbose)
+		out.ToolCalls += len(msg.ToolCalls)
+		if err := persist(results...); err != nil {
+			return out, err
+		}
+		history = append(history, results...)
+		if stop {
+			out.Stopped = StopRepeat
+			break
+		}
+	}
+
+	// Out of steps, time, tokens or patience: one last call without tools.
+	a.logger.Info("turn stopped early, asking for a summary", "key", in.Key, "reason", out.Stopped, "steps", out.Steps)
+	req := request(llm.Message{Role: llm.RoleUser, Content: fmt.Sprintf(finalPrompt, strings.ReplaceAll(out.Stopped, "_", " "))})
+	resp, err := call(hardCtx, req)
+	if err != nil {
+		return out, fmt.Errorf("agent: turn %s: final summary: %w", in.Key, err)
+	}
+	msg := resp.Message
+	msg.ToolCalls = nil // asked for none; any are garbage
+	if strings.TrimSpace(msg.Content) == "" {
+		out.Text = fmt.Sprintf("Sorry, I stopped before finishing (%s) and have no summary to give. Please try again or split the request.", strings.ReplaceAll(out.Stopped, "_", " "))
+		return out, nil
+	}
+	return a.finish(out, msg, "", persist)
+}
+
+// finish stores the final assistant message and returns it as the answer.
+// fallback, when set, is the user's text instead of msg.Content (nothing
+// is stored then unless msg has content).
+func (a *Agent) finish(out Output, msg llm.Message, fallback string, persist func(...llm.Message) error) (Output, error) {
+	msg.Role = llm.RoleAssistant
+	msg.ToolCalls = nil
+	out.Text = strings.TrimSpace(msg.Content)
+	if out.Text != "" {
+		if err := persist(msg); err != nil {
+			return out, err
+		}
+	}
+	if fallback != "" {
+		out.Text = fallback
+	}
+	return out, nil
+}
+
+// sanitize makes the model's tool calls safe to store and send back: calls
+// without a name are dropped and a missing or duplicate id is replaced.
+// It returns the cleaned message and how many calls were dropped.
+func sanitize(m llm.Message, step int) (llm.Message, int) {
+	m.Role = llm.RoleAssistant
+	if len(m.ToolCalls) == 0 {
+		return m, 0
+	}
+	calls := make([]llm.ToolCall, 0, len(m.ToolCalls))
+	ids := make(map[string]bool, len(m.ToolCalls))
+	dropped := 0
+	for i, c := range m.ToolCalls {
+		c.Function.Name = strings.TrimSpace(c.Function.Name)
+		if c.Function.Name == "" {
+			dropped++
+			continue
+		}
+		if c.ID == "" || ids[c.ID] {
+			c.ID = fmt.Sprintf("call_s%d_%d", step, i)
+		}
+		ids[c.ID] = true
+		if c.Type == "" {
+			c.Type = "function"
+		}
+		calls = append(calls, c)
+	}
+	m.ToolCalls = calls
+	return m, dropped
+}
+
+// storable returns m with arguments that are not valid JSON replaced by {}
+// (some providers reject a history holding them; the model learns of its
+// mistake from the tool result). m is not modified.
+func storable(m llm.Message) llm.Message {
+	calls := make([]llm.ToolCall, len(m.ToolCalls))
+	copy(calls, m.ToolCalls)
+	for i := range calls {
+		if !json.Valid([]byte(calls[i].Function.Arguments)) {
+			calls[i].Function.Arguments = "{}"
+		}
+	}
+	m.ToolCalls = calls
+	return m
+}
+
+// runTools runs the calls of one step concurrently and returns their results
+// in call order, and whether the loop must stop (a call repeated past the
+// limit).
+func (a *Agent) runTools(ctx context.Context, in Input, calls []llm.ToolCall, seen map[string]int, step int, verbose func(Event)) ([]llm.Message, bool) {
+	type result struct {
+		text  string
+		isErr bool
+		dur   time.Duration
+	}
+	results := make([]result, len(calls))
+	stop := false
+	var wg sync.WaitGroup
+	for i, c := range calls {
+		verbose(Event{Kind: EventToolCall, Step: step, Tool: c.Function.Name, CallID: c.ID, Args: c.Function.Arguments})
+		key := c.Function.Name + "\x00" + canonicalArgs(c.Function.Arguments)
+		seen[key]++
+		if n := seen[key]; n >= a.cfg.RepeatLimit {
+			results[i] = result{text: fmt.Sprintf(repeatRefusal, c.Function.Name, n-1), isErr: true}
+			if n > a.cfg.RepeatLimit {
+				stop = true
+			}
+			a.logger.Warn("repeated tool call refused", "key", in.Key, "tool", c.Function.Name, "count", n)
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t0 := time.Now()
+			text, isErr := a.runOne(ctx, in, c)
+			results[i] = result{text: text, isErr: isErr, dur: time.Since(t0)}
+		}()
+	}
+	wg.Wait()
+	msgs := make([]llm.Message, len(calls))
+	for i, c := range calls {
+		r := results[i]
+		text := capText(r.text, a.cfg.ToolResultBytes)
+		msgs[i] = llm.Message{Role: llm.RoleTool, ToolCallID: c.ID, Name: c.Function.Name, Content: text}
+		verbose(Event{Kind: EventToolResult, Step: step, Tool: c.Function.Name, CallID: c.ID, Text: text, IsError: r.isErr, Duration: r.dur})
+	}
+	return msgs, stop
+}
+
+// runOne runs one call and returns its result text for the model.
+func (a *Agent) runOne(ctx context.Context, in Input, c llm.ToolCall) (string, bool) {
+	if a.d.Tools == nil {
+		return fmt.Sprintf("error: %v %q; no tools are available", tools.ErrUnknownTool, c.Function.Name), true
+	}
+	args := c.Function.Arguments
+	out, err := a.d.Tools.Run(ctx, c.Function.Name, tools.Call{Args: json.RawMessage(args), User: in.User, Channel: in.Channel, Profile: in.Profile})
+	if err != nil {
+		var pe *tools.PanicError
+		if errors.As(err, &pe) {
+			a.logger.Error("tool panicked", "key", in.Key, "tool", c.Function.Name, "panic", fmt.Sprint(pe.Value), "stack", string(pe.Stack))
+		} else {
+			a.logger.Debug("tool failed", "key", in.Key, "tool", c.Function.Name, "err", err)
+		}
+		msg := "error: " + err.Error()
+		if errors.Is(err, tools.ErrBadArgs) && !json.Valid([]byte(args)) {
+			msg += fmt.Sprintf("\nyou sent: %s", capText(args, 300))
+		}
+		return msg, true
+	}
+	if out == "" {
+		out = "(no output)"
+	}
+	return out, false
+}
+
+// canonicalArgs is args compacted, so whitespace does not hide a repeat.
+func canonicalArgs(args string) string {
+	var b bytes.Buffer
+	if err := json.Compact(&b, []byte(args)); err != nil {
+		return args
+	}
+	return b.String()
+}
+
+// capText cuts s to about n bytes with a notice of what was cut.
+func capText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := truncateUTF8(s, n)
+	return cut + fmt.Sprintf("\n[... truncated: %d more bytes not shown]", len(s)-len(cut))
+}
