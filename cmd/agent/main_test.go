@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -417,5 +418,76 @@ func TestDamagedPagesReportedInHealth(t *testing.T) {
 	}
 	if !strings.Contains(in2.stderr.String(), "mv "+db) {
 		t.Errorf("no fix in the log:\n%s", in2.stderr.String())
+	}
+}
+
+// fakeLLM speaks the OpenAI chat-completions protocol: the first request of
+// each conversation gets a write_file tool call, the next the final answer.
+func fakeLLM(t *testing.T) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/chat/completions" {
+			http.NotFound(w, r)
+			return
+		}
+		var req struct {
+			Messages []struct {
+				Role    string `json:"role"`
+				Content any    `json:"content"`
+			} `json:"messages"`
+		}
+		json.NewDecoder(r.Body).Decode(&req)
+		last := req.Messages[len(req.Messages)-1]
+		w.Header().Set("Content-Type", "application/json")
+		if last.Role == "user" {
+			io.WriteString(w, `{"id":"c1","object":"chat.completion","choices":[{"index":0,"finish_reason":"tool_calls","message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"write_file","arguments":"{\"path\":\"notes/todo.txt\",\"content\":\"buy milk\"}"}}]}}],"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}}`)
+			return
+		}
+		io.WriteString(w, `{"id":"c2","object":"chat.completion","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"Saved your note."}}],"usage":{"prompt_tokens":20,"completion_tokens":4,"total_tokens":24}}`)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// The admin channel drives the same pipeline a WeCom message takes: a tool
+// call writes into the workspace, the reply comes back, slash commands
+// work, and an unreachable model gets a clear reply instead of silence.
+func TestAdminSendRunsTheAgent(t *testing.T) {
+	llmSrv := fakeLLM(t)
+	dir := t.TempDir()
+	writeConfig(t, dir, "[llm]\nprovider = \"custom\"\nmodel = \"fake\"\nbase_url = \""+llmSrv.URL+"/v1\"\n")
+	ns := newNotifySock(t)
+	in := start(t, dir, "NOTIFY_SOCKET="+ns.path)
+	ns.await(t, "READY=1")
+	c := admin.NewClient(filepath.Join(dir, "var", "agent.sock"))
+	ctx := context.Background()
+
+	res, err := c.Send(ctx, admin.SendRequest{To: "alice", Text: "note: buy milk"})
+	if err != nil || len(res.Replies) != 1 || res.Replies[0] != "Saved your note." {
+		t.Fatalf("send = %+v, %v", res, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "workspace", "notes", "todo.txt")); err != nil || string(b) != "buy milk" {
+		t.Fatalf("workspace file = %q, %v", b, err)
+	}
+	res, err = c.Send(ctx, admin.SendRequest{To: "alice", Text: "/status"})
+	if err != nil || len(res.Replies) != 1 || !strings.Contains(res.Replies[0], "4 messages") {
+		t.Fatalf("/status = %+v, %v", res, err)
+	}
+	if res, err = c.Send(ctx, admin.SendRequest{To: "alice", Text: "/new"}); err != nil || !strings.Contains(res.Replies[0], "New conversation") {
+		t.Fatalf("/new = %+v, %v", res, err)
+	}
+	ss, err := c.Sessions(ctx)
+	if err != nil || len(ss) != 2 {
+		t.Fatalf("sessions = %+v, %v", ss, err)
+	}
+
+	llmSrv.Close() // the model goes away
+	res, err = c.Send(ctx, admin.SendRequest{To: "bob", Text: "hello?"})
+	if err != nil || len(res.Replies) != 1 || !strings.Contains(res.Replies[0], "cannot reach the model") {
+		t.Fatalf("unreachable model: %+v, %v", res, err)
+	}
+	in.cmd.Process.Signal(syscall.SIGTERM)
+	if code := in.wait(t); code != 0 {
+		t.Fatalf("exit %d", code)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -37,6 +38,9 @@ commands:
   status        the running daemon's health, components and memory use
   reload        make the daemon re-read its configuration (like SIGHUP)
   models verify check the configured model files' SHA-256 sums
+  send [--channel admin] --to USER TEXT
+                run TEXT through the daemon's conversation pipeline as USER and print the replies
+  sessions      list conversations
   version       print the version
 `
 
@@ -79,6 +83,25 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env confi
 			return 2
 		}
 		return runModelsVerify(path, *asJSON, stdout, stderr, env)
+	case "send":
+		return runSend(ctx, path, rest, *asJSON, stdout, stderr, env)
+	case "sessions":
+		return withClient(path, stderr, env, func(c *admin.Client) error {
+			ss, err := c.Sessions(ctx)
+			if err != nil {
+				return err
+			}
+			if *asJSON {
+				enc := json.NewEncoder(stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(ss)
+			}
+			fmt.Fprintf(stdout, "%-6s %-6s %-8s %-17s %s\n", "ID", "OPEN", "MESSAGES", "LAST ACTIVITY", "KEY")
+			for _, s := range ss {
+				fmt.Fprintf(stdout, "%-6d %-6s %-8d %-17s %s\n", s.ID, yesNo(s.Open), s.Messages, s.LastActivity.Local().Format("2006-01-02 15:04"), s.Key)
+			}
+			return nil
+		})
 	case "version":
 		fmt.Fprintln(stdout, buildinfo.String("agentctl"))
 		return 0
@@ -190,4 +213,39 @@ func runModelsVerify(path string, asJSON bool, stdout, stderr io.Writer, env con
 		return 1
 	}
 	return 0
+}
+
+func runSend(ctx context.Context, path string, args []string, asJSON bool, stdout, stderr io.Writer, env config.Env) int {
+	fs := flag.NewFlagSet("send", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	channel := fs.String("channel", "admin", "channel to speak on (only admin can be driven from here)")
+	to := fs.String("to", "", "user the message comes from (the conversation's owner)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	text := strings.Join(fs.Args(), " ")
+	if *to == "" || strings.TrimSpace(text) == "" {
+		fmt.Fprintln(stderr, "usage: agentctl send [--channel admin] --to USER TEXT")
+		return 2
+	}
+	return withClient(path, stderr, env, func(c *admin.Client) error {
+		res, err := c.Send(ctx, admin.SendRequest{Channel: *channel, To: *to, Text: text})
+		if err != nil {
+			return err
+		}
+		if asJSON {
+			return json.NewEncoder(stdout).Encode(res)
+		}
+		for _, r := range res.Replies {
+			fmt.Fprintln(stdout, r)
+		}
+		return nil
+	})
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
 }

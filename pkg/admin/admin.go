@@ -3,6 +3,7 @@
 package admin
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -40,10 +41,35 @@ type Check struct {
 	Detail string `json:"detail,omitempty"`
 }
 
+// SendRequest runs one message through the conversation pipeline, as the
+// admin channel's user To.
+type SendRequest struct {
+	Channel string `json:"channel"`
+	To      string `json:"to"`
+	Text    string `json:"text"`
+}
+
+// SendResult holds every reply the turn produced, in order.
+type SendResult struct {
+	Replies []string `json:"replies"`
+}
+
+// Session is one row of `agentctl sessions`.
+type Session struct {
+	ID           int64     `json:"id"`
+	Key          string    `json:"key"`
+	Messages     int       `json:"messages"`
+	CreatedAt    time.Time `json:"created_at"`
+	LastActivity time.Time `json:"last_activity"`
+	Open         bool      `json:"open"`
+}
+
 // Backend is what the daemon provides to the admin API.
 type Backend interface {
 	Status(ctx context.Context) Status
 	Reload(ctx context.Context) error
+	Send(ctx context.Context, req SendRequest) (SendResult, error)
+	Sessions(ctx context.Context) ([]Session, error)
 }
 
 // Handler serves the admin API.
@@ -58,6 +84,27 @@ func Handler(b Backend) http.Handler {
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "reloaded"})
+	})
+	mux.HandleFunc("POST /v1/send", func(w http.ResponseWriter, r *http.Request) {
+		var req SendRequest
+		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "bad request body: " + err.Error()})
+			return
+		}
+		res, err := b.Send(r.Context(), req)
+		if err != nil {
+			writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"error": err.Error()})
+			return
+		}
+		writeJSON(w, http.StatusOK, res)
+	})
+	mux.HandleFunc("GET /v1/sessions", func(w http.ResponseWriter, r *http.Request) {
+		ss, err := b.Sessions(r.Context())
+		if err != nil {
+			writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
+			return
+		}
+		writeJSON(w, http.StatusOK, ss)
 	})
 	return mux
 }
@@ -137,23 +184,58 @@ func NewClient(path string) *Client {
 			return d.DialContext(ctx, "unix", path)
 		},
 	}
-	return &Client{http: &http.Client{Transport: tr, Timeout: 10 * time.Second}}
+	// No overall timeout: a send waits for a whole agent turn. Quick calls
+	// bound themselves (quick).
+	return &Client{http: &http.Client{Transport: tr}}
 }
 
 // Status fetches the daemon's status.
 func (c *Client) Status(ctx context.Context) (Status, error) {
+	ctx, cancel := quick(ctx)
+	defer cancel()
 	var st Status
-	err := c.do(ctx, http.MethodGet, "/v1/status", &st)
+	err := c.do(ctx, http.MethodGet, "/v1/status", nil, &st)
 	return st, err
 }
 
 // Reload asks the daemon to reload its configuration and workspace.
 func (c *Client) Reload(ctx context.Context) error {
-	return c.do(ctx, http.MethodPost, "/v1/reload", nil)
+	ctx, cancel := quick(ctx)
+	defer cancel()
+	return c.do(ctx, http.MethodPost, "/v1/reload", nil, nil)
 }
 
-func (c *Client) do(ctx context.Context, method, path string, out any) error {
-	req, err := http.NewRequestWithContext(ctx, method, "http://agent"+path, nil)
+// Send runs a message through the daemon's pipeline and returns its replies.
+func (c *Client) Send(ctx context.Context, req SendRequest) (SendResult, error) {
+	var res SendResult
+	err := c.do(ctx, http.MethodPost, "/v1/send", req, &res)
+	return res, err
+}
+
+// Sessions lists the daemon's conversations.
+func (c *Client) Sessions(ctx context.Context) ([]Session, error) {
+	ctx, cancel := quick(ctx)
+	defer cancel()
+	var ss []Session
+	err := c.do(ctx, http.MethodGet, "/v1/sessions", nil, &ss)
+	return ss, err
+}
+
+// quick bounds calls that should answer at once.
+func quick(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, 10*time.Second)
+}
+
+func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://agent"+path, body)
 	if err != nil {
 		return err
 	}
@@ -169,20 +251,20 @@ func (c *Client) do(ctx context.Context, method, path string, out any) error {
 		return fmt.Errorf("admin: %s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
 		return fmt.Errorf("admin: read %s: %w", path, err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		var e struct{ Error string }
-		json.Unmarshal(body, &e)
+		json.Unmarshal(data, &e)
 		if e.Error == "" {
 			e.Error = resp.Status
 		}
 		return fmt.Errorf("admin: %s %s: %s", method, path, e.Error)
 	}
 	if out != nil {
-		if err := json.Unmarshal(body, out); err != nil {
+		if err := json.Unmarshal(data, out); err != nil {
 			return fmt.Errorf("admin: decode %s: %w", path, err)
 		}
 	}

@@ -14,6 +14,12 @@ func (f fakeBackend) Status(context.Context) Status {
 	return Status{Version: "test", PID: 42, Healthy: true}
 }
 func (f fakeBackend) Reload(context.Context) error { return f.reloadErr }
+func (f fakeBackend) Send(_ context.Context, r SendRequest) (SendResult, error) {
+	return SendResult{Replies: []string{r.To + ": " + r.Text}}, nil
+}
+func (f fakeBackend) Sessions(context.Context) ([]Session, error) {
+	return []Session{{ID: 1, Key: "p2p:admin:alice", Messages: 2, Open: true}}, nil
+}
 
 func TestSocketModeAndRoundTrip(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "agent.sock")
@@ -39,6 +45,12 @@ func TestSocketModeAndRoundTrip(t *testing.T) {
 	}
 	if err := c.Reload(context.Background()); err == nil || err.Error() != "admin: POST /v1/reload: bad config" {
 		t.Fatalf("Reload err = %v", err)
+	}
+	if res, err := c.Send(context.Background(), SendRequest{Channel: "admin", To: "alice", Text: "hi"}); err != nil || len(res.Replies) != 1 || res.Replies[0] != "alice: hi" {
+		t.Fatalf("Send = %+v, %v", res, err)
+	}
+	if ss, err := c.Sessions(context.Background()); err != nil || len(ss) != 1 || ss[0].Key != "p2p:admin:alice" {
+		t.Fatalf("Sessions = %+v, %v", ss, err)
 	}
 	// A live socket is never replaced.
 	if _, err := Listen(path); err == nil {

@@ -72,6 +72,9 @@ type Daemon struct {
 	compMu     sync.RWMutex
 	components map[string]string // name -> "ready" | "loading" | "unavailable: reason"
 
+	brain    *brain // nil when the pipeline could not start (brainErr says why)
+	brainErr error
+
 	serveErr chan error
 	httpAddr string
 	probe    *http.Client // loopback client for the http liveness check
@@ -137,6 +140,16 @@ func (d *Daemon) run(ctx context.Context) error {
 	d.checker.Register("llm", d.checkLLMConfigured)
 	for name, c := range d.opts.Checks {
 		d.checker.RegisterLiveness(name, c)
+	}
+
+	// The conversation pipeline. A failure here (e.g. an unusable
+	// workspace) disables conversations, not the daemon: health says why.
+	if b, err := d.startBrain(cfg); err != nil {
+		d.brainErr = err
+		d.logger.Error("conversation pipeline unavailable", "err", err)
+		d.checker.Register("conversations", func(context.Context) error { return err })
+	} else {
+		d.brain = b
 	}
 
 	ln, err := net.Listen("tcp", cfg.Server.Listen)
@@ -225,6 +238,11 @@ loop:
 	if err := httpSrv.Shutdown(shutCtx); err != nil {
 		d.logger.Warn("http shutdown incomplete, closing connections", "err", err)
 		httpSrv.Close()
+	}
+	if d.brain != nil {
+		if err := d.brain.close(shutCtx); err != nil {
+			d.logger.Warn("conversations did not stop cleanly", "err", err)
+		}
 	}
 	stop()
 	waited := make(chan struct{})
@@ -404,6 +422,15 @@ func (d *Daemon) Reload(ctx context.Context) error {
 	if d.opts.Scrubber != nil {
 		d.opts.Scrubber.Set(next.Secrets())
 	}
+	if d.brain != nil {
+		changed, err := d.brain.prompt.Reload()
+		if err != nil {
+			d.logger.Warn("workspace prompt files", "err", err)
+		}
+		if len(changed) > 0 {
+			d.logger.Info("workspace prompt files reloaded", "changed", changed)
+		}
+	}
 	d.mu.Lock()
 	d.cfg = next
 	d.mu.Unlock()
@@ -422,6 +449,12 @@ func restartKeys(a, b *config.Config) []string {
 	}
 	if a.Agent.StateDir != b.Agent.StateDir {
 		keys = append(keys, "agent.state_dir")
+	}
+	if a.Agent.Workspace != b.Agent.Workspace {
+		keys = append(keys, "agent.workspace")
+	}
+	if a.LLM != b.LLM {
+		keys = append(keys, "llm")
 	}
 	if a.Embedding != b.Embedding {
 		keys = append(keys, "embedding")

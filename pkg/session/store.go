@@ -155,6 +155,20 @@ func (s *Store) Get(ctx context.Context, id int64) (Session, error) {
 	return ss, nil
 }
 
+// Summarize returns the session with id and its message count.
+func (s *Store) Summarize(ctx context.Context, id int64) (Summary, error) {
+	var sum Summary
+	var err error
+	sum.Session, err = scanSession(s.db.QueryRowContext(ctx, `SELECT `+sessionCols+`, message_count FROM sessions WHERE id = ?`, id), &sum.Messages)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Summary{}, fmt.Errorf("session: summarize %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Summary{}, fmt.Errorf("session: summarize %d: %w", id, err)
+	}
+	return sum, nil
+}
+
 // Append stores msgs at the end of the open session id, in one transaction,
 // numbering them with the session's next sequence numbers. A closed session
 // gives ErrClosed, an unknown one ErrNotFound.

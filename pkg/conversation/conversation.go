@@ -1,0 +1,261 @@
+// Package conversation is the pipeline from a normalised inbound message to
+// the replies a user sees: the routing key, the per-key runner, slash
+// commands, the agent turn, and a clear reply when a turn fails — never
+// silence.
+package conversation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"agent/pkg/agent"
+	"agent/pkg/llm"
+	"agent/pkg/runner"
+	"agent/pkg/session"
+)
+
+// Chat types of an inbound message.
+const (
+	P2P    = "p2p"
+	Group  = "group"
+	Thread = "thread"
+)
+
+// Inbound is one message from any channel.
+type Inbound struct {
+	Channel  string // admin, wecom, voice, hardware
+	Profile  string // tool profile; "" = Channel
+	ChatType string // p2p (default), group, thread
+	Sender   string
+	ChatID   string
+	ThreadID string
+	Text     string
+}
+
+// Reply delivers one message to the user who wrote the inbound message.
+type Reply func(ctx context.Context, text string) error
+
+// Turner runs an agent turn (*agent.Agent).
+type Turner interface {
+	Turn(ctx context.Context, in agent.Input, emit func(agent.Event)) (agent.Output, error)
+}
+
+// Deps of a Service.
+type Deps struct {
+	Runner   *runner.Runner
+	Agent    Turner
+	Sessions *session.Store
+	Model    string
+	Logger   *slog.Logger
+}
+
+// Service routes inbound messages. Safe for concurrent use.
+type Service struct {
+	d      Deps
+	logger *slog.Logger
+
+	mu      sync.Mutex
+	verbose map[session.Key]bool
+}
+
+// New returns a Service.
+func New(d Deps) *Service {
+	logger := d.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Service{d: d, logger: logger.With("component", "conversation"), verbose: map[session.Key]bool{}}
+}
+
+// Key is the routing key of an inbound message.
+func Key(in Inbound) (session.Key, error) {
+	switch in.ChatType {
+	case "", P2P:
+		return session.P2P(in.Channel, in.Sender)
+	case Group:
+		return session.Group(in.Channel, in.ChatID)
+	case Thread:
+		return session.Thread(in.Channel, in.ChatID, in.ThreadID)
+	}
+	return "", fmt.Errorf("conversation: unknown chat type %q", in.ChatType)
+}
+
+// QueueFullText is the reply to a user whose own backlog is full.
+const QueueFullText = "I still have several of your messages to answer; please wait for those replies before sending more."
+
+// Handle queues in on its routing key's worker (strict order per key) and
+// returns; done is closed after the turn and every reply for it. reply is
+// called from the worker. When the user's queue is full they are told so
+// at once and Handle returns runner.ErrQueueFull.
+func (s *Service) Handle(ctx context.Context, in Inbound, reply Reply) (done <-chan struct{}, err error) {
+	key, err := Key(in)
+	if err != nil {
+		return nil, err
+	}
+	ch := make(chan struct{})
+	err = s.d.Runner.Submit(string(key), func(jobCtx context.Context) {
+		defer close(ch)
+		s.turn(jobCtx, key, in, reply)
+	})
+	if errors.Is(err, runner.ErrQueueFull) {
+		s.send(ctx, reply, QueueFullText)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return ch, nil
+}
+
+func (s *Service) turn(ctx context.Context, key session.Key, in Inbound, reply Reply) {
+	text := strings.TrimSpace(in.Text)
+	if strings.HasPrefix(text, "/") {
+		s.send(ctx, reply, s.command(ctx, key, text))
+		return
+	}
+	s.mu.Lock()
+	verbose := s.verbose[key]
+	s.mu.Unlock()
+	profile := in.Profile
+	if profile == "" {
+		profile = in.Channel
+	}
+	var emit func(agent.Event)
+	if verbose {
+		emit = func(e agent.Event) {
+			if line := describe(e); line != "" {
+				s.send(ctx, reply, line)
+			}
+		}
+	}
+	start := time.Now()
+	out, err := s.d.Agent.Turn(ctx, agent.Input{
+		Key: key, User: in.Sender, Channel: in.Channel, Profile: profile, Text: text, Verbose: verbose,
+	}, emit)
+	if err != nil {
+		s.logger.Warn("turn failed", "key", key, "err", err, "steps", out.Steps, "took", time.Since(start).Round(time.Millisecond))
+		s.send(ctx, reply, FailureText(err))
+		return
+	}
+	s.logger.Info("turn", "key", key, "steps", out.Steps, "tools", out.ToolCalls,
+		"tokens", out.Usage.TotalTokens, "stopped", out.Stopped, "took", time.Since(start).Round(time.Millisecond))
+	s.send(ctx, reply, out.Text)
+}
+
+// send delivers text, logging (not dropping silently) a failed delivery.
+func (s *Service) send(ctx context.Context, reply Reply, text string) {
+	if text == "" {
+		return
+	}
+	// A cancelled turn still owes the user its last word.
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+	}
+	if err := reply(ctx, text); err != nil {
+		s.logger.Error("reply not delivered", "err", err)
+	}
+}
+
+// FailureText is what the user reads when a turn fails.
+func FailureText(err error) string {
+	switch {
+	case errors.Is(err, context.Canceled):
+		return "Stopped."
+	case errors.Is(err, context.DeadlineExceeded):
+		return "That took too long and I stopped. Please try again, perhaps with a smaller request."
+	case errors.Is(err, llm.ErrAuth):
+		return "The model service rejected my credentials, so I cannot answer. An operator needs to check llm.api_key (agentctl doctor)."
+	case errors.Is(err, llm.ErrRateLimited), errors.Is(err, llm.ErrServer):
+		return "The model service is overloaded; I retried several times without success. Please try again in a minute."
+	case errors.Is(err, llm.ErrUnavailable):
+		return "I cannot reach the model service right now (network or service down). Your message is kept in this conversation; please ask again later."
+	case errors.Is(err, llm.ErrBadRequest):
+		return "The model service refused this request. Try /new to start a fresh conversation."
+	}
+	return "Something went wrong while answering, sorry. Please try again."
+}
+
+func describe(e agent.Event) string {
+	switch e.Kind {
+	case agent.EventToolCall:
+		return fmt.Sprintf("[step %d] calling %s %s", e.Step, e.Tool, clip(e.Args, 200))
+	case agent.EventToolResult:
+		mark := "ok"
+		if e.IsError {
+			mark = "error"
+		}
+		return fmt.Sprintf("[step %d] %s %s (%s): %s", e.Step, e.Tool, mark, e.Duration.Round(time.Millisecond), clip(e.Text, 300))
+	}
+	return ""
+}
+
+func clip(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8Start(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
+
+// HelpText lists the slash commands.
+const HelpText = `Commands:
+/new — start a new conversation (the old one is kept)
+/status — this conversation, the model, message counts
+/verbose on|off — show each tool step as it happens
+/help — this list`
+
+func (s *Service) command(ctx context.Context, key session.Key, text string) string {
+	fields := strings.Fields(text)
+	switch strings.ToLower(fields[0]) {
+	case "/new":
+		sess, err := s.d.Sessions.Reset(ctx, key)
+		if err != nil {
+			s.logger.Error("/new failed", "key", key, "err", err)
+			return "Could not start a new conversation, sorry; please try again."
+		}
+		return fmt.Sprintf("New conversation started (#%d). The previous one is kept.", sess.ID)
+	case "/status":
+		cur, err := s.d.Sessions.Current(ctx, key)
+		var sess session.Summary
+		if err == nil {
+			sess, err = s.d.Sessions.Summarize(ctx, cur.ID)
+		}
+		if err != nil {
+			return "Could not read this conversation's status, sorry."
+		}
+		s.mu.Lock()
+		verbose := s.verbose[key]
+		s.mu.Unlock()
+		return fmt.Sprintf("Conversation #%d since %s, %d messages. Model: %s. Verbose: %s.",
+			sess.ID, sess.CreatedAt.Format("2006-01-02 15:04"), sess.Messages, s.d.Model, onOff(verbose))
+	case "/verbose":
+		if len(fields) != 2 || (fields[1] != "on" && fields[1] != "off") {
+			return "Usage: /verbose on|off"
+		}
+		s.mu.Lock()
+		s.verbose[key] = fields[1] == "on"
+		s.mu.Unlock()
+		return "Verbose " + fields[1] + "."
+	case "/help":
+		return HelpText
+	}
+	return fmt.Sprintf("Unknown command %s.\n%s", fields[0], HelpText)
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}

@@ -1,0 +1,144 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+
+	"agent/pkg/admin"
+	"agent/pkg/agent"
+	"agent/pkg/config"
+	"agent/pkg/conversation"
+	"agent/pkg/llm"
+	"agent/pkg/runner"
+	"agent/pkg/session"
+	"agent/pkg/tools"
+)
+
+// brain is the conversation pipeline: sessions, tools, the LLM client, the
+// agent loop and the per-key runner.
+type brain struct {
+	sessions *session.Store
+	prompt   *agent.Prompt
+	ws       *tools.Workspace
+	runner   *runner.Runner
+	conv     *conversation.Service
+}
+
+// Runner sizing for the 2 GB budget: at most this many turns run at once
+// (each holds a session window and tool output in memory).
+const maxConcurrentTurns = 4
+
+func (d *Daemon) startBrain(cfg *config.Config) (*brain, error) {
+	b := &brain{sessions: session.New(d.store.DB(), d.now)}
+	if err := os.MkdirAll(cfg.Agent.Workspace, 0o750); err != nil {
+		return nil, fmt.Errorf("agent.workspace %s: %w", cfg.Agent.Workspace, err)
+	}
+	ws, err := tools.OpenWorkspace(cfg.Agent.Workspace, tools.DefaultLimits)
+	if err != nil {
+		return nil, fmt.Errorf("agent.workspace: %w", err)
+	}
+	b.ws = ws
+	reg := tools.NewRegistry()
+	for _, t := range ws.Tools() {
+		if err := reg.Register(t); err != nil {
+			return nil, err
+		}
+	}
+	if err := reg.Register(agent.MessageTool(d.sendOut)); err != nil {
+		return nil, err
+	}
+	lc := llm.FromConfig(cfg.LLM)
+	lc.Logger = d.logger.With("component", "llm")
+	client, err := llm.New(lc)
+	if err != nil {
+		return nil, fmt.Errorf("llm: %w", err)
+	}
+	b.prompt = agent.NewPrompt(cfg.Agent.Workspace, d.logger.With("component", "prompt"))
+	ag := agent.New(agent.ConfigFrom(cfg), agent.Deps{
+		LLM: client, Tools: reg, Sessions: b.sessions, Prompt: b.prompt, Logger: d.logger, Now: d.now,
+	})
+	b.runner = runner.New(runner.Config{MaxConcurrent: maxConcurrentTurns}, d.logger)
+	b.conv = conversation.New(conversation.Deps{
+		Runner: b.runner, Agent: ag, Sessions: b.sessions, Model: cfg.LLM.Model, Logger: d.logger,
+	})
+	return b, nil
+}
+
+func (b *brain) close(ctx context.Context) error {
+	var errs []error
+	if b.runner != nil {
+		errs = append(errs, b.runner.Close(ctx))
+	}
+	if b.ws != nil {
+		errs = append(errs, b.ws.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// sendOut delivers a message the model asked to send to someone. No
+// outbound channel is connected yet (WeCom lands with its own issue).
+func (d *Daemon) sendOut(ctx context.Context, channel, to, text string) error {
+	return fmt.Errorf("channel %q is not connected on this agent", channel)
+}
+
+// Send implements admin.Backend: one message through the same pipeline a
+// WeCom or voice message takes, as user req.To on the admin channel.
+func (d *Daemon) Send(ctx context.Context, req admin.SendRequest) (admin.SendResult, error) {
+	if d.brain == nil {
+		return admin.SendResult{}, fmt.Errorf("the conversation pipeline is unavailable: %v", d.brainErr)
+	}
+	if req.Channel == "" {
+		req.Channel = "admin"
+	}
+	if req.Channel != "admin" {
+		return admin.SendResult{}, fmt.Errorf("channel %q: only the admin channel can be driven from agentctl", req.Channel)
+	}
+	if req.To == "" || req.Text == "" {
+		return admin.SendResult{}, errors.New("send needs a user (--to) and a text")
+	}
+	var mu sync.Mutex
+	var res admin.SendResult
+	done, err := d.brain.conv.Handle(ctx, conversation.Inbound{Channel: req.Channel, Sender: req.To, Text: req.Text},
+		func(_ context.Context, text string) error {
+			mu.Lock()
+			res.Replies = append(res.Replies, text)
+			mu.Unlock()
+			return nil
+		})
+	if err != nil {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(res.Replies) > 0 {
+			return res, nil // the user was told (queue full)
+		}
+		return res, err
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return res, ctx.Err()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return res, nil
+}
+
+// Sessions implements admin.Backend.
+func (d *Daemon) Sessions(ctx context.Context) ([]admin.Session, error) {
+	if d.brain == nil {
+		return nil, fmt.Errorf("the conversation pipeline is unavailable: %v", d.brainErr)
+	}
+	list, err := d.brain.sessions.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]admin.Session, 0, len(list))
+	for _, s := range list {
+		out = append(out, admin.Session{ID: s.ID, Key: string(s.Key), Messages: s.Messages,
+			CreatedAt: s.CreatedAt, LastActivity: s.LastActivity, Open: s.Open()})
+	}
+	return out, nil
+}
