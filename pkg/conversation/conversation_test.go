@@ -1,0 +1,159 @@
+package conversation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"agent/pkg/agent"
+	"agent/pkg/llm"
+	"agent/pkg/runner"
+	"agent/pkg/session"
+	"agent/pkg/store"
+)
+
+// scriptedTurner answers every turn with fn.
+type scriptedTurner struct {
+	fn func(in agent.Input, emit func(agent.Event)) (agent.Output, error)
+}
+
+func (s scriptedTurner) Turn(_ context.Context, in agent.Input, emit func(agent.Event)) (agent.Output, error) {
+	return s.fn(in, emit)
+}
+
+func newService(t *testing.T, turn func(agent.Input, func(agent.Event)) (agent.Output, error), queue int) *Service {
+	t.Helper()
+	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), store.FileName), nil, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	r := runner.New(runner.Config{MaxConcurrent: 2, QueueLen: queue}, nil)
+	t.Cleanup(func() { r.Close(context.Background()) })
+	return New(Deps{Runner: r, Agent: scriptedTurner{turn}, Sessions: session.New(st.DB(), nil), Model: "m"})
+}
+
+// say sends text as alice on the admin channel and returns the replies.
+func say(t *testing.T, s *Service, text string) []string {
+	t.Helper()
+	var mu sync.Mutex
+	var got []string
+	done, err := s.Handle(context.Background(), Inbound{Channel: "admin", Sender: "alice", Text: text}, func(_ context.Context, r string) error {
+		mu.Lock()
+		got = append(got, r)
+		mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	return got
+}
+
+func TestSlashCommands(t *testing.T) {
+	turns := 0
+	s := newService(t, func(in agent.Input, emit func(agent.Event)) (agent.Output, error) {
+		turns++
+		if in.Verbose && emit != nil {
+			emit(agent.Event{Kind: agent.EventToolCall, Step: 1, Tool: "read_file", Args: `{"path":"a"}`})
+		}
+		return agent.Output{Text: "answer to " + in.Text}, nil
+	}, 8)
+	if got := say(t, s, "hello"); len(got) != 1 || got[0] != "answer to hello" {
+		t.Fatalf("plain turn: %q", got)
+	}
+	if got := say(t, s, "/help"); !strings.Contains(got[0], "/verbose on|off") {
+		t.Fatalf("/help: %q", got)
+	}
+	if got := say(t, s, "/verbose on"); got[0] != "Verbose on." {
+		t.Fatalf("/verbose: %q", got)
+	}
+	if got := say(t, s, "hi"); len(got) != 2 || !strings.Contains(got[0], "calling read_file") {
+		t.Fatalf("verbose turn: %q", got)
+	}
+	if got := say(t, s, "/verbose maybe"); got[0] != "Usage: /verbose on|off" {
+		t.Fatalf("bad /verbose: %q", got)
+	}
+	if got := say(t, s, "/status"); !strings.Contains(got[0], "Model: m") || !strings.Contains(got[0], "Verbose: on") {
+		t.Fatalf("/status: %q", got)
+	}
+	if got := say(t, s, "/new"); !strings.Contains(got[0], "New conversation started") {
+		t.Fatalf("/new: %q", got)
+	}
+	if got := say(t, s, "/frobnicate"); !strings.Contains(got[0], "Unknown command /frobnicate") {
+		t.Fatalf("unknown: %q", got)
+	}
+	if turns != 2 {
+		t.Fatalf("agent ran %d turns; commands must not reach it", turns)
+	}
+}
+
+func TestFailuresGetAReply(t *testing.T) {
+	cases := []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("agent: %w", llm.ErrUnavailable), "cannot reach the model"},
+		{fmt.Errorf("agent: %w", llm.ErrRateLimited), "overloaded"},
+		{fmt.Errorf("agent: %w", llm.ErrAuth), "llm.api_key"},
+		{fmt.Errorf("agent: %w", context.DeadlineExceeded), "took too long"},
+		{errors.New("disk on fire"), "Something went wrong"},
+	}
+	for _, c := range cases {
+		s := newService(t, func(agent.Input, func(agent.Event)) (agent.Output, error) { return agent.Output{}, c.err }, 8)
+		if got := say(t, s, "hi"); len(got) != 1 || !strings.Contains(got[0], c.want) {
+			t.Errorf("%v: replies %q; want %q", c.err, got, c.want)
+		}
+	}
+}
+
+func TestFloodingUserIsToldNotDropped(t *testing.T) {
+	release := make(chan struct{})
+	s := newService(t, func(in agent.Input, _ func(agent.Event)) (agent.Output, error) {
+		<-release
+		return agent.Output{Text: "ok"}, nil
+	}, 2)
+	var mu sync.Mutex
+	var told []string
+	reply := func(_ context.Context, r string) error { mu.Lock(); told = append(told, r); mu.Unlock(); return nil }
+	var full error
+	for i := 0; i < 5 && full == nil; i++ {
+		_, full = s.Handle(context.Background(), Inbound{Channel: "admin", Sender: "flood", Text: "x"}, reply)
+	}
+	if !errors.Is(full, runner.ErrQueueFull) {
+		t.Fatalf("err = %v; want ErrQueueFull", full)
+	}
+	close(release)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(told) == 0 || told[0] != QueueFullText {
+		t.Fatalf("flooding user was not told: %q", told)
+	}
+}
+
+func TestKeys(t *testing.T) {
+	cases := []struct {
+		in   Inbound
+		want string
+	}{
+		{Inbound{Channel: "wecom", Sender: "zhangsan"}, "p2p:wecom:zhangsan"},
+		{Inbound{Channel: "wecom", ChatType: Group, ChatID: "g1"}, "group:wecom:g1"},
+		{Inbound{Channel: "wecom", ChatType: Thread, ChatID: "g1", ThreadID: "t9"}, "thread:wecom:g1:t9"},
+	}
+	for _, c := range cases {
+		if k, err := Key(c.in); err != nil || string(k) != c.want {
+			t.Errorf("Key(%+v) = %q, %v; want %q", c.in, k, err, c.want)
+		}
+	}
+	if _, err := Key(Inbound{Channel: "wecom", ChatType: "broadcast", Sender: "x"}); err == nil {
+		t.Error("unknown chat type accepted")
+	}
+	if _, err := Key(Inbound{Channel: "wecom"}); err == nil {
+		t.Error("empty sender accepted")
+	}
+}
