@@ -20,6 +20,8 @@ echo "bench: Go benchmarks" >&2
 "$go" test -tags "$tags" -run '^$' -bench 'EmbedOne|EmbedBatch32' -benchtime 30x ./pkg/embed/ > "$tmp/embed.txt" 2>&1 || { cat "$tmp/embed.txt"; exit 1; }
 "$go" test -tags "$tags" -run '^$' -bench 'Transcribe3s' -benchtime 5x ./pkg/asr/ > "$tmp/asr.txt" 2>&1 || { cat "$tmp/asr.txt"; exit 1; }
 "$go" test -tags "$tags" -run '^$' -bench 'VecKNN' -benchtime 50x ./pkg/store/ > "$tmp/knn.txt" 2>&1 || { cat "$tmp/knn.txt"; exit 1; }
+"$go" test -tags "$tags" -run '^$' -bench 'LoopOverhead' -benchtime 200x ./pkg/agent/ > "$tmp/loop.txt" 2>&1 || { cat "$tmp/loop.txt"; exit 1; }
+"$go" test -tags "$tags" -run '^$' -bench 'Conversations100' -benchtime 1x ./pkg/runner/ > "$tmp/runner.txt" 2>&1 || { cat "$tmp/runner.txt"; exit 1; }
 echo "bench: daemon start-up and RSS" >&2
 "$go" run ./scripts/measure -bin bin/agent -models testdata/models > "$tmp/measure.txt"
 
@@ -88,6 +90,18 @@ cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)
   echo "| benchmark | time/op | metrics |"
   echo "|---|---|---|"
   bench_rows "$tmp/knn.txt"
+  echo
+  echo "## Agent loop overhead (40-message session, one tool step + answer, in-process fake LLM, real SQLite; target: <= 2 ms p99 per step)"
+  echo
+  echo "| benchmark | time/op | metrics |"
+  echo "|---|---|---|"
+  bench_rows "$tmp/loop.txt"
+  echo
+  echo "## 100 concurrent conversations through the runner (5 turns each, fake LLM 100 ms per turn; order per key checked; one conversation alone = 500 ms)"
+  echo
+  echo "| benchmark | time/op | metrics |"
+  echo "|---|---|---|"
+  bench_rows "$tmp/runner.txt"
 } > "$out"
 echo "bench: wrote $out" >&2
 cat "$out"
