@@ -111,7 +111,18 @@ func (s *Service) Handle(ctx context.Context, in Inbound, reply Reply) (done <-c
 	return ch, nil
 }
 
+// NotAnsweredText is the reply to a message that was still queued when the
+// daemon stopped.
+const NotAnsweredText = "I was restarting and could not answer this message; please send it again in a minute."
+
+// RetryingText tells the user a slow answer is on its way.
+const RetryingText = "The model service is busy; retrying…"
+
 func (s *Service) turn(ctx context.Context, key session.Key, in Inbound, reply Reply) {
+	if ctx.Err() != nil { // queued when the runner closed
+		s.send(ctx, reply, NotAnsweredText)
+		return
+	}
 	text := strings.TrimSpace(in.Text)
 	if strings.HasPrefix(text, "/") {
 		s.send(ctx, reply, s.command(ctx, key, text))
@@ -132,6 +143,10 @@ func (s *Service) turn(ctx context.Context, key session.Key, in Inbound, reply R
 			}
 		}
 	}
+	var once sync.Once
+	ctx = llm.WithRetryNotice(ctx, func(int, time.Duration, error) {
+		once.Do(func() { s.send(ctx, reply, RetryingText) })
+	})
 	start := time.Now()
 	out, err := s.d.Agent.Turn(ctx, agent.Input{
 		Key: key, User: in.Sender, Channel: in.Channel, Profile: profile, Text: text, Verbose: verbose,

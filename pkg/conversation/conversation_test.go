@@ -157,3 +157,19 @@ func TestKeys(t *testing.T) {
 		t.Error("empty sender accepted")
 	}
 }
+
+func TestQueuedAtShutdownIsTold(t *testing.T) {
+	s := newService(t, func(agent.Input, func(agent.Event)) (agent.Output, error) {
+		return agent.Output{Text: "never"}, nil
+	}, 8)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var got []string
+	s.turn(ctx, "p2p:admin:alice", Inbound{Channel: "admin", Sender: "alice", Text: "hi"}, func(_ context.Context, r string) error {
+		got = append(got, r)
+		return nil
+	})
+	if len(got) != 1 || got[0] != NotAnsweredText {
+		t.Fatalf("replies %q; want %q", got, NotAnsweredText)
+	}
+}

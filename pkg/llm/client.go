@@ -306,6 +306,9 @@ func (c *Client) do(ctx context.Context, req Request, emit func(Delta) error) (R
 			return resp, ae
 		}
 		c.log.Warn("retrying", "attempt", attempt, "delay", delay, "err", ae)
+		if fn, ok := ctx.Value(retryNoticeKey{}).(func(int, time.Duration, error)); ok {
+			fn(attempt, delay, ae)
+		}
 		if err := c.sleep(ctx, delay); err != nil {
 			return Response{}, fmt.Errorf("llm: %s: %w", c.cfg.Provider, err)
 		}
@@ -452,4 +455,13 @@ func (l *limitReader) Read(p []byte) (int, error) {
 	k, err := l.r.Read(p)
 	l.n -= int64(k)
 	return k, err
+}
+
+type retryNoticeKey struct{}
+
+// WithRetryNotice returns a context whose calls report each retry to fn
+// (attempt number, the wait before the next one, the error), so a caller
+// can tell its user that an answer is delayed.
+func WithRetryNotice(ctx context.Context, fn func(attempt int, delay time.Duration, err error)) context.Context {
+	return context.WithValue(ctx, retryNoticeKey{}, fn)
 }

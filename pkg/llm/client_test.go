@@ -302,7 +302,12 @@ func TestRetries(t *testing.T) {
 			f := newFakeServer(t, tt.script...)
 			clk := newFakeClock()
 			c := newTestClient(t, config.ProviderOpenAI, f, clk, nil)
-			resp, err := c.Chat(context.Background(), Request{Messages: userMsg("hi")})
+			var notices []time.Duration
+			ctx := WithRetryNotice(context.Background(), func(_ int, d time.Duration, _ error) { notices = append(notices, d) })
+			resp, err := c.Chat(ctx, Request{Messages: userMsg("hi")})
+			if mustJSON(notices) != mustJSON(tt.wantSleeps) {
+				t.Errorf("retry notices = %v, want one per sleep %v", notices, tt.wantSleeps)
+			}
 			if tt.wantErr == nil {
 				if err != nil {
 					t.Fatalf("Chat: %v", err)

@@ -155,24 +155,35 @@ func (r *Runner) Cancel(key string) {
 	r.log.Debug("cancelled", "key", key, "dropped", dropped)
 }
 
-// Close stops accepting jobs, drops queued ones, cancels running jobs and
-// waits for every worker to exit or for ctx to end.
+// Close stops accepting jobs, cancels running jobs and waits for every
+// worker to exit or for ctx to end. Jobs still queued are not dropped
+// silently: each runs once, in this goroutine, with an already cancelled
+// context, so its owner can tell the user the message went unanswered.
 func (r *Runner) Close(ctx context.Context) error {
+	type pending struct {
+		key string
+		job Job
+	}
+	var queued []pending
 	r.mu.Lock()
 	if !r.closed {
 		r.closed = true
-		dropped := 0
 		for _, w := range r.keys {
-			dropped += len(w.queue)
+			for _, j := range w.queue {
+				queued = append(queued, pending{w.key, j})
+			}
 			clear(w.queue)
 			w.queue = nil
 		}
-		if dropped > 0 {
-			r.log.Warn("closing: dropped queued jobs", "dropped", dropped)
+		if len(queued) > 0 {
+			r.log.Warn("closing: queued jobs run cancelled", "jobs", len(queued))
 		}
 	}
 	r.mu.Unlock()
 	r.cancel()
+	for _, p := range queued {
+		r.run(p.key, r.ctx, p.job) // r.ctx is cancelled now
+	}
 
 	done := make(chan struct{})
 	go func() {

@@ -431,3 +431,29 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// Jobs still queued at Close run once with a cancelled context, so their
+// owner can tell the user; nothing is dropped silently.
+func TestCloseRunsQueuedJobsCancelled(t *testing.T) {
+	r := New(Config{MaxConcurrent: 1}, nil)
+	started := make(chan struct{})
+	if err := r.Submit("k", func(ctx context.Context) { close(started); <-ctx.Done() }); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	got := make(chan error, 1)
+	if err := r.Submit("k", func(ctx context.Context) { got <- ctx.Err() }); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		if err == nil {
+			t.Fatal("queued job ran with a live context after Close")
+		}
+	default:
+		t.Fatal("queued job was dropped silently")
+	}
+}
