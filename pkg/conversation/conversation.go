@@ -59,9 +59,14 @@ type Service struct {
 	d      Deps
 	logger *slog.Logger
 
+	usage llm.Accounting // tokens per user (turns, not individual calls)
+
 	mu      sync.Mutex
 	verbose map[session.Key]bool
 }
+
+// Usage returns the tokens used per user since start.
+func (s *Service) Usage() map[string]llm.UserUsage { return s.usage.Snapshot() }
 
 // New returns a Service.
 func New(d Deps) *Service {
@@ -151,6 +156,8 @@ func (s *Service) turn(ctx context.Context, key session.Key, in Inbound, reply R
 	out, err := s.d.Agent.Turn(ctx, agent.Input{
 		Key: key, User: in.Sender, Channel: in.Channel, Profile: profile, Text: text, Verbose: verbose,
 	}, emit)
+	userID := in.Channel + ":" + in.Sender
+	s.usage.Add(userID, out.Usage)
 	if err != nil {
 		s.logger.Warn("turn failed", "key", key, "err", err, "steps", out.Steps, "took", time.Since(start).Round(time.Millisecond))
 		s.send(ctx, reply, FailureText(err))
@@ -252,8 +259,10 @@ func (s *Service) command(ctx context.Context, key session.Key, text string) str
 		s.mu.Lock()
 		verbose := s.verbose[key]
 		s.mu.Unlock()
-		return fmt.Sprintf("Conversation #%d since %s, %d messages. Model: %s. Verbose: %s.",
-			sess.ID, sess.CreatedAt.Format("2006-01-02 15:04"), sess.Messages, s.d.Model, onOff(verbose))
+		parts, _ := key.Parts()
+		used := s.usage.Snapshot()[parts.Channel+":"+parts.ID]
+		return fmt.Sprintf("Conversation #%d since %s, %d messages. Model: %s. Verbose: %s. Your usage since start: %d tokens in %d turns.",
+			sess.ID, sess.CreatedAt.Format("2006-01-02 15:04"), sess.Messages, s.d.Model, onOff(verbose), used.TotalTokens, used.Requests)
 	case "/verbose":
 		if len(fields) != 2 || (fields[1] != "on" && fields[1] != "off") {
 			return "Usage: /verbose on|off"

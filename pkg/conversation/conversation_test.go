@@ -62,7 +62,7 @@ func TestSlashCommands(t *testing.T) {
 		if in.Verbose && emit != nil {
 			emit(agent.Event{Kind: agent.EventToolCall, Step: 1, Tool: "read_file", Args: `{"path":"a"}`})
 		}
-		return agent.Output{Text: "answer to " + in.Text}, nil
+		return agent.Output{Text: "answer to " + in.Text, Usage: llm.Usage{TotalTokens: 10}}, nil
 	}, 8)
 	if got := say(t, s, "hello"); len(got) != 1 || got[0] != "answer to hello" {
 		t.Fatalf("plain turn: %q", got)
@@ -79,7 +79,7 @@ func TestSlashCommands(t *testing.T) {
 	if got := say(t, s, "/verbose maybe"); got[0] != "Usage: /verbose on|off" {
 		t.Fatalf("bad /verbose: %q", got)
 	}
-	if got := say(t, s, "/status"); !strings.Contains(got[0], "Model: m") || !strings.Contains(got[0], "Verbose: on") {
+	if got := say(t, s, "/status"); !strings.Contains(got[0], "Model: m") || !strings.Contains(got[0], "Verbose: on") || !strings.Contains(got[0], "20 tokens in 2 turns") {
 		t.Fatalf("/status: %q", got)
 	}
 	if got := say(t, s, "/new"); !strings.Contains(got[0], "New conversation started") {
