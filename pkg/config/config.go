@@ -210,6 +210,10 @@ var providerBaseURLs = map[string]string{
 	ProviderCustom:    "",
 }
 
+// NeedsAPIKey reports whether provider is a hosted service that refuses
+// requests without an API key (local servers and custom endpoints may not).
+func NeedsAPIKey(provider string) bool { return hostedProviders[provider] }
+
 // hostedProviders need an API key to answer at all.
 var hostedProviders = map[string]bool{
 	ProviderOpenAI:    true,

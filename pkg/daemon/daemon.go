@@ -329,11 +329,7 @@ func (d *Daemon) watchdog(ctx context.Context, every time.Duration) {
 // a provider that needs one.
 func (d *Daemon) checkLLMConfigured(context.Context) error {
 	l := d.config().LLM
-	switch l.Provider {
-	case config.ProviderOllama, config.ProviderVLLM, config.ProviderCustom:
-		return nil
-	}
-	if l.APIKey == "" {
+	if l.APIKey == "" && config.NeedsAPIKey(l.Provider) {
 		return fmt.Errorf("%w: llm.api_key is empty; replies need the remote model (set it, then agentctl reload)", health.ErrDegraded)
 	}
 	return nil

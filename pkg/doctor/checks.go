@@ -230,8 +230,7 @@ func (e Env) checkASR(context.Context) Result {
 // answers; it proves DNS, TLS, reachability and (mostly) the key.
 func (e Env) checkLLM(ctx context.Context) Result {
 	l := e.Config.LLM
-	keyless := l.Provider == config.ProviderOllama || l.Provider == config.ProviderVLLM || l.Provider == config.ProviderCustom
-	if l.APIKey == "" && !keyless {
+	if l.APIKey == "" && config.NeedsAPIKey(l.Provider) {
 		return Result{Level: Fail, Detail: "llm.api_key is empty; the assistant cannot answer", Fix: "export OPENAI_API_KEY=... (or set llm.api_key_file)"}
 	}
 	url := strings.TrimSuffix(l.BaseURL, "/") + "/models"
