@@ -31,8 +31,13 @@ type brain struct {
 // (each holds a session window and tool output in memory).
 const maxConcurrentTurns = 4
 
-func (d *Daemon) startBrain(cfg *config.Config) (*brain, error) {
-	b := &brain{sessions: session.New(d.store.DB(), d.now)}
+func (d *Daemon) startBrain(cfg *config.Config) (b *brain, err error) {
+	b = &brain{sessions: session.New(d.store.DB(), d.now)}
+	defer func() {
+		if err != nil {
+			b.close(context.Background())
+		}
+	}()
 	if err := os.MkdirAll(cfg.Agent.Workspace, 0o750); err != nil {
 		return nil, fmt.Errorf("agent.workspace %s: %w", cfg.Agent.Workspace, err)
 	}

@@ -142,16 +142,6 @@ func (d *Daemon) run(ctx context.Context) error {
 		d.checker.RegisterLiveness(name, c)
 	}
 
-	// The conversation pipeline. A failure here (e.g. an unusable
-	// workspace) disables conversations, not the daemon: health says why.
-	if b, err := d.startBrain(cfg); err != nil {
-		d.brainErr = err
-		d.logger.Error("conversation pipeline unavailable", "err", err)
-		d.checker.Register("conversations", func(context.Context) error { return err })
-	} else {
-		d.brain = b
-	}
-
 	ln, err := net.Listen("tcp", cfg.Server.Listen)
 	if err != nil {
 		return fmt.Errorf("%w: server.listen %s: %w (is another agent running? agentctl status)", ErrStartup, cfg.Server.Listen, err)
@@ -162,6 +152,16 @@ func (d *Daemon) run(ctx context.Context) error {
 	if err != nil {
 		ln.Close()
 		return fmt.Errorf("%w: server.admin_socket: %w", ErrStartup, err)
+	}
+
+	// The conversation pipeline. A failure here (e.g. an unusable
+	// workspace) disables conversations, not the daemon: health says why.
+	if b, err := d.startBrain(cfg); err != nil {
+		d.brainErr = err
+		d.logger.Error("conversation pipeline unavailable", "err", err)
+		d.checker.Register("conversations", func(context.Context) error { return err })
+	} else {
+		d.brain = b
 	}
 
 	runCtx, stop := context.WithCancel(context.Background())
