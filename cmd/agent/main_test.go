@@ -483,7 +483,8 @@ func TestAdminSendRunsTheAgent(t *testing.T) {
 
 	llmSrv.Close() // the model goes away
 	res, err = c.Send(ctx, admin.SendRequest{To: "bob", Text: "hello?"})
-	if err != nil || len(res.Replies) != 1 || !strings.Contains(res.Replies[0], "cannot reach the model") {
+	// The user hears that it is retrying, then why it gave up.
+	if err != nil || len(res.Replies) != 2 || !strings.Contains(res.Replies[0], "retrying") || !strings.Contains(res.Replies[1], "cannot reach the model") {
 		t.Fatalf("unreachable model: %+v, %v", res, err)
 	}
 	in.cmd.Process.Signal(syscall.SIGTERM)

@@ -56,7 +56,7 @@ func (d *Daemon) startBrain(cfg *config.Config) (b *brain, err error) {
 		return nil, err
 	}
 	lc := llm.FromConfig(cfg.LLM)
-	lc.Logger = d.logger.With("component", "llm")
+	lc.Logger = d.logger // the client adds component=llm
 	client, err := llm.New(lc)
 	if err != nil {
 		return nil, fmt.Errorf("llm: %w", err)
