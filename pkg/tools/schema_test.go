@@ -21,8 +21,9 @@ type basicArgs struct {
 	Small   uint8   `json:"small,omitempty"`
 	Note    *string `json:"note" desc:"optional note"`
 	Skipped string  `json:"-"`
-	hidden  string
-	NoTag   string
+	//lint:ignore U1000 present to check that unexported fields are skipped
+	hidden string
+	NoTag  string
 }
 
 type enumArgs struct {
