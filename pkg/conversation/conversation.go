@@ -130,7 +130,7 @@ func (s *Service) turn(ctx context.Context, key session.Key, in Inbound, reply R
 	}
 	text := strings.TrimSpace(in.Text)
 	if strings.HasPrefix(text, "/") {
-		s.send(ctx, reply, s.command(ctx, key, text))
+		s.send(ctx, reply, s.command(ctx, key, in.Channel+":"+in.Sender, text))
 		return
 	}
 	s.mu.Lock()
@@ -237,7 +237,7 @@ const HelpText = `Commands:
 /verbose on|off — show each tool step as it happens
 /help — this list`
 
-func (s *Service) command(ctx context.Context, key session.Key, text string) string {
+func (s *Service) command(ctx context.Context, key session.Key, user, text string) string {
 	fields := strings.Fields(text)
 	switch strings.ToLower(fields[0]) {
 	case "/new":
@@ -259,8 +259,7 @@ func (s *Service) command(ctx context.Context, key session.Key, text string) str
 		s.mu.Lock()
 		verbose := s.verbose[key]
 		s.mu.Unlock()
-		parts, _ := key.Parts()
-		used := s.usage.Snapshot()[parts.Channel+":"+parts.ID]
+		used := s.usage.Snapshot()[user] // the asker's, also in a group chat
 		return fmt.Sprintf("Conversation #%d since %s, %d messages. Model: %s. Verbose: %s. Your usage since start: %d tokens in %d turns.",
 			sess.ID, sess.CreatedAt.Format("2006-01-02 15:04"), sess.Messages, s.d.Model, onOff(verbose), used.TotalTokens, used.Requests)
 	case "/verbose":

@@ -173,3 +173,24 @@ func TestQueuedAtShutdownIsTold(t *testing.T) {
 		t.Fatalf("replies %q; want %q", got, NotAnsweredText)
 	}
 }
+
+// In a group the asker's own usage is shown, not the group key's.
+func TestStatusUsageInGroup(t *testing.T) {
+	s := newService(t, func(agent.Input, func(agent.Event)) (agent.Output, error) {
+		return agent.Output{Text: "ok", Usage: llm.Usage{TotalTokens: 7}}, nil
+	}, 8)
+	ask := func(text string) string {
+		var got []string
+		done, err := s.Handle(context.Background(), Inbound{Channel: "wecom", ChatType: Group, ChatID: "g1", Sender: "bob", Text: text},
+			func(_ context.Context, r string) error { got = append(got, r); return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-done
+		return strings.Join(got, "\n")
+	}
+	ask("hello")
+	if got := ask("/status"); !strings.Contains(got, "7 tokens in 1 turns") {
+		t.Fatalf("/status in a group: %q", got)
+	}
+}
