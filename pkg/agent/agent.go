@@ -514,7 +514,7 @@ func (a *Agent) runOne(ctx context.Context, in Input, c llm.ToolCall) (string, b
 		return fmt.Sprintf("error: %v %q; no tools are available", tools.ErrUnknownTool, c.Function.Name), true
 	}
 	args := c.Function.Arguments
-	out, err := a.d.Tools.Run(ctx, c.Function.Name, tools.Call{Args: json.RawMessage(args), User: in.User, Channel: in.Channel, Profile: in.Profile})
+	out, err := a.d.Tools.Run(ctx, c.Function.Name, tools.Call{Args: json.RawMessage(args), User: in.User, Channel: in.Channel, Profile: in.Profile, Session: string(in.Key)})
 	if err != nil {
 		var pe *tools.PanicError
 		if errors.As(err, &pe) {

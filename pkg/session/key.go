@@ -220,3 +220,19 @@ func unescape(s string) (string, error) {
 	}
 	return b.String(), nil
 }
+
+// MemoryScope is whose long-term memory a conversation reads and writes: the
+// sender ("<channel>:<sender>") in a direct conversation, the chat
+// ("group:<channel>:<chat>", threads included) in a group, so nothing a
+// user told the agent privately is recalled in front of others.
+func (k Key) MemoryScope() (string, error) {
+	p, err := ParseKey(string(k))
+	if err != nil {
+		return "", err
+	}
+	if p.Kind == KindP2P {
+		return p.Channel + ":" + p.ID, nil
+	}
+	g, err := Group(p.Channel, p.ID)
+	return string(g), err
+}

@@ -359,3 +359,14 @@ func (s *Store) List(ctx context.Context) ([]Summary, error) {
 	}
 	return out, nil
 }
+
+// Range returns the messages of a session with after < seq <= upto, oldest
+// first, with their sequence numbers: what memory compression reads.
+func (s *Store) Range(ctx context.Context, sessionID, after, upto int64) ([]int64, []llm.Message, error) {
+	seqs, msgs, err := s.query(ctx, `SELECT `+messageCols+` FROM session_messages
+		WHERE session_id = ? AND seq > ? AND seq <= ? ORDER BY seq`, sessionID, after, upto)
+	if err != nil {
+		return nil, nil, fmt.Errorf("session: range of %d: %w", sessionID, err)
+	}
+	return seqs, msgs, nil
+}

@@ -47,6 +47,48 @@ CREATE TABLE session_messages (
 	created_at        INTEGER NOT NULL,
 	PRIMARY KEY (session_id, seq)
 ) STRICT, WITHOUT ROWID;`},
+	// pkg/memory: long-term facts per memory scope (a user, or a group
+	// chat). A fact that was corrected keeps its history: the old row points
+	// at its replacement (superseded_by) and deleting the newest deletes the
+	// whole chain (forget). memory_fts is an external-content FTS5 index
+	// with the trigram tokenizer (substring matches, so Chinese works); the
+	// vector index (sqlite-vec, its width set by the embedding model) is
+	// created by pkg/memory at run time. sessions.memory_seq is the last
+	// message compressed into facts.
+	{Name: "memory", SQL: `
+CREATE TABLE memory_facts (
+	id            INTEGER PRIMARY KEY AUTOINCREMENT,
+	scope         TEXT    NOT NULL,
+	fact          TEXT    NOT NULL,
+	keywords      TEXT    NOT NULL DEFAULT '',
+	persons       TEXT    NOT NULL DEFAULT '',
+	topic         TEXT    NOT NULL DEFAULT '',
+	time_text     TEXT    NOT NULL DEFAULT '',
+	time_at       INTEGER,
+	source        TEXT    NOT NULL DEFAULT '',
+	created_at    INTEGER NOT NULL,
+	updated_at    INTEGER NOT NULL,
+	seen          INTEGER NOT NULL DEFAULT 1,
+	superseded_by INTEGER REFERENCES memory_facts(id) ON DELETE CASCADE,
+	superseded_at INTEGER,
+	embedding     BLOB
+) STRICT;
+CREATE INDEX memory_facts_current ON memory_facts(scope, updated_at) WHERE superseded_by IS NULL;
+CREATE INDEX memory_facts_superseded ON memory_facts(superseded_by) WHERE superseded_by IS NOT NULL;
+CREATE INDEX memory_facts_unembedded ON memory_facts(id) WHERE embedding IS NULL AND superseded_by IS NULL;
+CREATE VIRTUAL TABLE memory_fts USING fts5(fact, keywords, persons, topic,
+	content='memory_facts', content_rowid='id', tokenize='trigram');
+CREATE TRIGGER memory_facts_ai AFTER INSERT ON memory_facts BEGIN
+	INSERT INTO memory_fts(rowid, fact, keywords, persons, topic) VALUES (new.id, new.fact, new.keywords, new.persons, new.topic);
+END;
+CREATE TRIGGER memory_facts_ad AFTER DELETE ON memory_facts BEGIN
+	INSERT INTO memory_fts(memory_fts, rowid, fact, keywords, persons, topic) VALUES ('delete', old.id, old.fact, old.keywords, old.persons, old.topic);
+END;
+CREATE TRIGGER memory_facts_au AFTER UPDATE OF fact, keywords, persons, topic ON memory_facts BEGIN
+	INSERT INTO memory_fts(memory_fts, rowid, fact, keywords, persons, topic) VALUES ('delete', old.id, old.fact, old.keywords, old.persons, old.topic);
+	INSERT INTO memory_fts(rowid, fact, keywords, persons, topic) VALUES (new.id, new.fact, new.keywords, new.persons, new.topic);
+END;
+ALTER TABLE sessions ADD COLUMN memory_seq INTEGER NOT NULL DEFAULT 0;`},
 }
 
 // SchemaVersion is the version this binary writes.

@@ -39,12 +39,14 @@ var (
 )
 
 // Call is one invocation of a tool. Args is the JSON object the model sent;
-// User, Channel and Profile say who asked and where.
+// User, Channel and Profile say who asked and where; Session is the
+// conversation's routing key (session.Key).
 type Call struct {
 	Args    json.RawMessage
 	User    string
 	Channel string
 	Profile string
+	Session string
 }
 
 // Tool is a function the model may call.

@@ -1,0 +1,136 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// blockEntry is the last memory block built for a scope, kept for the
+// zero-latency path.
+type blockEntry struct {
+	block string
+	query string
+}
+
+// Format renders hits as the prompt's memory block: one dated line per
+// fact with its id, so the model can correct or forget it.
+func Format(hits []Hit, loc *time.Location) string {
+	if loc == nil {
+		loc = time.UTC
+	}
+	var b strings.Builder
+	for _, h := range hits {
+		when := h.Updated
+		if !h.Time.IsZero() {
+			when = h.Time
+		}
+		fmt.Fprintf(&b, "- #%d [%s] %s", h.ID, when.In(loc).Format("2006-01-02"), h.Text)
+		var extra []string
+		if h.Topic != "" {
+			extra = append(extra, "topic: "+h.Topic)
+		}
+		if len(h.Persons) > 0 {
+			extra = append(extra, "people: "+strings.Join(h.Persons, ", "))
+		}
+		if h.TimeText != "" && h.Time.IsZero() {
+			extra = append(extra, "when: "+h.TimeText)
+		}
+		if len(extra) > 0 {
+			b.WriteString(" (" + strings.Join(extra, "; ") + ")")
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// Block returns the memory block for a message of scope: the top k facts
+// for query. With fast (the voice and hardware profiles) it does no
+// embedding or database work on the caller's path: it starts a fresh
+// retrieval, waits at most the fast budget for it, and otherwise returns
+// the block cached for the scope by an earlier turn (the fresh one then
+// replaces it when it completes, for the next turn).
+func (s *Store) Block(ctx context.Context, scope, query string, fast bool) (string, error) {
+	if !fast {
+		return s.freshBlock(ctx, scope, query)
+	}
+	cached, hit := s.blocks.Get(scope)
+	if hit && cached.query == query {
+		return cached.block, nil
+	}
+	done := make(chan string, 1)
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		// The retrieval outlives a turn that stops waiting for it.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		b, err := s.freshBlock(rctx, scope, query)
+		if err != nil {
+			s.logger.Warn("memory retrieval failed", "scope", scope, "err", err)
+			return
+		}
+		done <- b
+	}()
+	t := time.NewTimer(s.cfg.FastBudget)
+	defer t.Stop()
+	select {
+	case b := <-done:
+		return b, nil
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return cached.block, nil // "" on a cold cache
+}
+
+// CachedBlock returns the block cached for scope without any other work:
+// the zero-latency path's lookup (for benchmarks and the voice channel's
+// first bytes).
+func (s *Store) CachedBlock(scope string) (string, bool) {
+	e, ok := s.blocks.Get(scope)
+	return e.block, ok
+}
+
+func (s *Store) freshBlock(ctx context.Context, scope, query string) (string, error) {
+	s.cacheMu.Lock()
+	gen := s.gen
+	s.cacheMu.Unlock()
+	hits, err := s.Search(ctx, scope, query, s.cfg.TopK)
+	if err != nil {
+		return "", err
+	}
+	b := Format(hits, s.cfg.Location)
+	s.cacheMu.Lock()
+	if s.gen == gen { // no fact changed while it ran: safe to cache
+		s.blocks.Put(scope, blockEntry{block: b, query: query})
+	}
+	s.cacheMu.Unlock()
+	return b, nil
+}
+
+// changed is called after facts of scope were written. A cached block may
+// now be stale: after a forget it must not show the fact again, so it is
+// dropped at once; either way it is rebuilt in the background for the
+// query it was built for.
+func (s *Store) changed(scope string, forgot bool) {
+	s.cacheMu.Lock()
+	s.gen++
+	e, ok := s.blocks.Get(scope)
+	if ok && forgot {
+		s.blocks.Delete(scope)
+	}
+	s.cacheMu.Unlock()
+	if !ok {
+		return
+	}
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := s.freshBlock(ctx, scope, e.query); err != nil {
+			s.logger.Warn("refreshing the memory cache failed", "scope", scope, "err", err)
+		}
+	}()
+}

@@ -1,0 +1,322 @@
+package memory
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"unicode"
+)
+
+// Hit is one retrieved fact.
+type Hit struct {
+	Fact
+	Score      float64 // fused (reciprocal rank) score; higher is better
+	Similarity float64 // cosine to the query; 0 without a vector match
+	// VectorRank and KeywordRank are the 1-based ranks in each list (0:
+	// not in it).
+	VectorRank  int
+	KeywordRank int
+}
+
+// rrfK is the reciprocal rank fusion constant (Cormack et al.): a rank r
+// contributes 1/(rrfK+r).
+const rrfK = 60
+
+type scored struct {
+	id  int64
+	sim float64
+}
+
+// embedOne embeds a query or fact, through the embedding LRU.
+func (s *Store) embedOne(ctx context.Context, st *embedderState, text string) ([]float32, error) {
+	text = truncate(text, MaxQueryBytes)
+	key := st.id + "\x00" + text
+	if v, ok := s.vectors.Get(key); ok {
+		return v, nil
+	}
+	vecs, err := st.e.Embed(ctx, []string{text})
+	if err != nil {
+		return nil, err
+	}
+	if len(vecs) != 1 || len(vecs[0]) != st.dim {
+		return nil, fmt.Errorf("memory: embedder returned %d vectors of width %d, want 1 of %d", len(vecs), widthOf(vecs), st.dim)
+	}
+	s.vectors.Put(key, vecs[0])
+	return vecs[0], nil
+}
+
+func widthOf(v [][]float32) int {
+	if len(v) == 0 {
+		return 0
+	}
+	return len(v[0])
+}
+
+// nearest returns the k current facts of scope closest to vec by exact
+// cosine, among the candidates the bit index proposes.
+func (s *Store) nearest(ctx context.Context, scope string, vec []float32, st *embedderState, k int) ([]scored, error) {
+	cand := max(s.cfg.Candidates, 8*k)
+	rows, err := s.db.QueryContext(ctx, `WITH knn AS (
+			SELECT rowid, distance FROM memory_vec
+			WHERE embedding MATCH vec_quantize_binary(?) AND k = ? AND scope = ?)
+		SELECT f.id, f.embedding FROM knn JOIN memory_facts f ON f.id = knn.rowid
+		WHERE f.superseded_by IS NULL AND f.scope = ?`, encodeVector(vec), cand, scope, scope)
+	if err != nil {
+		return nil, fmt.Errorf("memory: vector search: %w", err)
+	}
+	defer rows.Close()
+	var out []scored
+	for rows.Next() {
+		var id int64
+		var blob []byte
+		if err := rows.Scan(&id, &blob); err != nil {
+			return nil, fmt.Errorf("memory: vector search: %w", err)
+		}
+		v, ok := decodeVector(blob, st.dim)
+		if !ok {
+			continue
+		}
+		out = append(out, scored{id: id, sim: cosine(vec, v)})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("memory: vector search: %w", err)
+	}
+	slices.SortFunc(out, func(a, b scored) int {
+		if c := cmp.Compare(b.sim, a.sim); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.id, a.id)
+	})
+	return out[:min(k, len(out))], nil
+}
+
+// Search returns the k facts of scope most relevant to query: vector
+// search (when a model is loaded) and keyword search fused by reciprocal
+// rank. k <= 0 means the configured top k.
+func (s *Store) Search(ctx context.Context, scope, query string, k int) ([]Hit, error) {
+	if scope == "" {
+		return nil, fmt.Errorf("%w: no scope", ErrInvalid)
+	}
+	if k <= 0 {
+		k = s.cfg.TopK
+	}
+	k = min(k, 100)
+	query = truncate(strings.TrimSpace(query), MaxQueryBytes)
+	if query == "" {
+		return nil, nil
+	}
+	depth := max(4*k, 20) // how deep each list goes into the fusion
+	var (
+		vecList []scored
+		vecErr  error
+	)
+	if st := s.emb.Load(); st != nil {
+		var vec []float32
+		if vec, vecErr = s.embedOne(ctx, st, query); vecErr == nil {
+			vecList, vecErr = s.nearest(ctx, scope, vec, st, depth)
+		}
+		if vecErr != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			// Degrade to keywords rather than fail the turn.
+			s.logger.Warn("vector search failed; keyword search only", "err", vecErr)
+		}
+	}
+	kwList, err := s.keywordSearch(ctx, scope, query, depth)
+	if err != nil {
+		if vecList == nil {
+			return nil, err
+		}
+		s.logger.Warn("keyword search failed; vector search only", "err", err)
+	}
+	return s.fuse(ctx, scope, vecList, kwList, k)
+}
+
+func (s *Store) fuse(ctx context.Context, scope string, vecList []scored, kwList []int64, k int) ([]Hit, error) {
+	hits := map[int64]*Hit{}
+	get := func(id int64) *Hit {
+		h := hits[id]
+		if h == nil {
+			h = &Hit{Fact: Fact{ID: id}}
+			hits[id] = h
+		}
+		return h
+	}
+	for i, c := range vecList {
+		h := get(c.id)
+		h.VectorRank, h.Similarity = i+1, c.sim
+		h.Score += 1 / float64(rrfK+i+1)
+	}
+	for i, id := range kwList {
+		h := get(id)
+		h.KeywordRank = i + 1
+		h.Score += 1 / float64(rrfK+i+1)
+	}
+	list := make([]*Hit, 0, len(hits))
+	for _, h := range hits {
+		list = append(list, h)
+	}
+	slices.SortFunc(list, func(a, b *Hit) int {
+		if c := cmp.Compare(b.Score, a.Score); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(b.Similarity, a.Similarity); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.ID, a.ID)
+	})
+	out := make([]Hit, 0, min(k, len(list)))
+	for _, h := range list[:min(k, len(list))] {
+		f, err := s.Get(ctx, scope, h.ID)
+		if errors.Is(err, ErrNotFound) {
+			continue // forgotten meanwhile
+		}
+		if err != nil {
+			return nil, err
+		}
+		h.Fact = f
+		out = append(out, *h)
+	}
+	return out, nil
+}
+
+// keywordSearch ranks the current facts of scope by FTS5 bm25 over the
+// query's terms; a query with no term of 3+ characters (the trigram
+// minimum, e.g. a two-character Chinese word) is matched as substrings.
+func (s *Store) keywordSearch(ctx context.Context, scope, query string, n int) ([]int64, error) {
+	long, short := ftsTerms(query)
+	var (
+		q    string
+		args []any
+	)
+	switch {
+	case len(long) > 0:
+		q = `SELECT f.id FROM memory_fts JOIN memory_facts f ON f.id = memory_fts.rowid
+			WHERE memory_fts MATCH ? AND f.scope = ? AND f.superseded_by IS NULL
+			ORDER BY memory_fts.rank, f.id DESC LIMIT ?`
+		args = []any{ftsQuery(long), scope, n}
+	case len(short) > 0:
+		var cond []string
+		args = []any{scope}
+		for _, t := range short {
+			cond = append(cond, `instr(lower(fact || ' ' || keywords || ' ' || persons || ' ' || topic), ?) > 0`)
+			args = append(args, t)
+		}
+		q = `SELECT id FROM memory_facts WHERE scope = ? AND superseded_by IS NULL AND (` +
+			strings.Join(cond, " OR ") + `) ORDER BY updated_at DESC, id DESC LIMIT ?`
+		args = append(args, n)
+	default:
+		return nil, nil
+	}
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("memory: keyword search: %w", err)
+	}
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("memory: keyword search: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("memory: keyword search: %w", err)
+	}
+	return ids, nil
+}
+
+const (
+	maxTerms      = 24
+	maxShortTerms = 4
+)
+
+// stopwords are English words too common to rank by.
+var stopwords = map[string]bool{
+	"the": true, "and": true, "for": true, "are": true, "but": true, "not": true, "you": true, "all": true,
+	"any": true, "can": true, "had": true, "her": true, "was": true, "one": true, "our": true, "out": true,
+	"has": true, "him": true, "his": true, "how": true, "its": true, "may": true, "who": true, "did": true,
+	"yes": true, "she": true, "too": true, "use": true, "what": true, "when": true, "where": true,
+	"which": true, "with": true, "this": true, "that": true, "have": true, "from": true, "they": true,
+	"will": true, "would": true, "there": true, "their": true, "about": true, "been": true, "were": true,
+	"your": true, "into": true, "than": true, "then": true, "them": true, "these": true, "some": true,
+	"does": true, "just": true, "like": true, "also": true, "please": true, "tell": true, "know": true,
+	"is": true, "in": true, "at": true, "on": true, "of": true, "to": true, "do": true, "my": true,
+	"me": true, "we": true, "it": true, "an": true, "as": true, "be": true, "by": true, "or": true,
+	"if": true, "so": true, "no": true, "up": true, "us": true, "am": true, "he": true, "i": true,
+}
+
+// ftsTerms splits a query into search terms: letters and digits runs of
+// three or more characters (lower-cased, stopwords dropped), and every
+// three-character window of a run of CJK characters, which the trigram
+// index matches as substrings. Shorter pieces come back in short. Only
+// letters and digits survive, so no FTS5 syntax reaches MATCH.
+func ftsTerms(query string) (long, short []string) {
+	seen := map[string]bool{}
+	addLong := func(t string) {
+		if !seen[t] && len(long) < maxTerms {
+			seen[t] = true
+			long = append(long, t)
+		}
+	}
+	addShort := func(t string) {
+		if !seen[t] && len(short) < maxShortTerms {
+			seen[t] = true
+			short = append(short, t)
+		}
+	}
+	flush := func(run []rune, cjk bool) {
+		switch {
+		case len(run) == 0:
+		case cjk && len(run) >= 3:
+			for i := 0; i+3 <= len(run); i++ {
+				addLong(string(run[i : i+3]))
+			}
+		case cjk:
+			addShort(string(run))
+		default:
+			w := strings.ToLower(string(run))
+			switch {
+			case len(run) >= 3 && !stopwords[w]:
+				addLong(w)
+			case len(run) == 2 && !stopwords[w]:
+				addShort(w)
+			}
+		}
+	}
+	var run []rune
+	runCJK := false
+	for _, r := range query {
+		isWord := unicode.IsLetter(r) || unicode.IsDigit(r)
+		cjk := isCJK(r)
+		if !isWord || (len(run) > 0 && cjk != runCJK) {
+			flush(run, runCJK)
+			run = run[:0]
+		}
+		if isWord {
+			run = append(run, r)
+			runCJK = cjk
+		}
+	}
+	flush(run, runCJK)
+	return long, short
+}
+
+func isCJK(r rune) bool {
+	return unicode.Is(unicode.Han, r) || unicode.Is(unicode.Hiragana, r) ||
+		unicode.Is(unicode.Katakana, r) || unicode.Is(unicode.Hangul, r)
+}
+
+// ftsQuery ORs the terms, each a quoted FTS5 string.
+func ftsQuery(terms []string) string {
+	q := make([]string, len(terms))
+	for i, t := range terms {
+		q[i] = `"` + strings.ReplaceAll(t, `"`, `""`) + `"`
+	}
+	return strings.Join(q, " OR ")
+}
