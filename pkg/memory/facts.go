@@ -428,11 +428,11 @@ const factCols = `id, scope, fact, keywords, persons, topic, time_text, time_at,
 
 func scanFact(r interface{ Scan(...any) error }) (Fact, error) {
 	var (
-		f                 Fact
-		kw, ps            string
-		timeAt, supAt     sql.NullInt64
-		supBy             sql.NullInt64
-		created, updated  int64
+		f                Fact
+		kw, ps           string
+		timeAt, supAt    sql.NullInt64
+		supBy            sql.NullInt64
+		created, updated int64
 	)
 	if err := r.Scan(&f.ID, &f.Scope, &f.Text, &kw, &ps, &f.Topic, &f.TimeText, &timeAt, &f.Source,
 		&created, &updated, &f.Seen, &supBy, &supAt); err != nil {

@@ -123,7 +123,7 @@ type Store struct {
 
 	emb     atomic.Pointer[embedderState]
 	hasVec  atomic.Bool // the memory_vec table exists (from this or an earlier run)
-	writeMu sync.Mutex // fact writes: dedup check and insert are one step
+	writeMu sync.Mutex  // fact writes: dedup check and insert are one step
 
 	cacheMu sync.Mutex // orders block caching against fact changes
 	gen     uint64     // fact changes so far (guarded by cacheMu)

@@ -216,7 +216,7 @@ func TestChineseKeywords(t *testing.T) {
 		q    string
 		want int64
 	}{
-		{"咖啡", coffee.ID},            // two characters: below the trigram minimum
+		{"咖啡", coffee.ID},        // two characters: below the trigram minimum
 		{"我早上喝什么咖啡？", coffee.ID}, // trigram windows of a sentence
 		{"王经理", meet.ID},
 		{"下午三点有什么安排", meet.ID},
