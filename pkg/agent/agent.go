@@ -33,9 +33,12 @@ type LLM interface {
 }
 
 // Memory supplies the "Relevant memory" block of the system message for a
-// user's message. The memory layer implements it; nil means no block.
+// message in a memory scope (session.Key.MemoryScope). fast is set for the
+// voice and hardware profiles: the block must come from what is cached,
+// without embedding or database work on the caller's path. The memory
+// layer (pkg/memory) implements it; nil means no block.
 type Memory interface {
-	Block(ctx context.Context, user, query string) (string, error)
+	Block(ctx context.Context, scope, query string, fast bool) (string, error)
 }
 
 // Config bounds a turn. Zero fields take the defaults noted.
@@ -119,8 +122,11 @@ type Deps struct {
 	Sessions *session.Store
 	Prompt   *Prompt
 	Memory   Memory
-	Logger   *slog.Logger
-	Now      func() time.Time
+	// OnTurn is told the session a turn wrote to, after the turn (memory
+	// compression watches session growth through it). It must not block.
+	OnTurn func(sessionID int64)
+	Logger *slog.Logger
+	Now    func() time.Time
 }
 
 // Agent runs turns. It is safe for concurrent use; the caller keeps turns of
@@ -265,11 +271,19 @@ func (a *Agent) Turn(ctx context.Context, in Input, emit func(Event)) (Output, e
 	if err := persist(user); err != nil {
 		return out, err
 	}
+	if a.d.OnTurn != nil {
+		defer a.d.OnTurn(sess.ID)
+	}
 	history = append(history, user)
 
+	fast := in.Profile == tools.ProfileVoice || in.Profile == tools.ProfileHardware
 	var memBlock string
 	if a.d.Memory != nil {
-		if memBlock, err = a.d.Memory.Block(loopCtx, in.User, in.Text); err != nil {
+		scope, err := in.Key.MemoryScope()
+		if err == nil {
+			memBlock, err = a.d.Memory.Block(loopCtx, scope, in.Text, fast)
+		}
+		if err != nil {
 			a.logger.Warn("memory block failed", "key", in.Key, "err", err)
 			memBlock = ""
 		}
@@ -282,7 +296,7 @@ func (a *Agent) Turn(ctx context.Context, in Input, emit func(Event)) (Output, e
 	}
 
 	model := cfg.Model
-	if (in.Profile == tools.ProfileVoice || in.Profile == tools.ProfileHardware) && cfg.VoiceModel != "" {
+	if fast && cfg.VoiceModel != "" {
 		model = cfg.VoiceModel
 	}
 	var specs []llm.Tool

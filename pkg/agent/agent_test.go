@@ -421,3 +421,43 @@ func TestTokenBudget(t *testing.T) {
 		t.Fatalf("got %+v", out)
 	}
 }
+
+type recordingMemory struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (m *recordingMemory) Block(ctx context.Context, scope, query string, fast bool) (string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.calls = append(m.calls, fmt.Sprintf("%s|%s|%v", scope, query, fast))
+	return "- #7 [2026-03-01] The user likes oolong tea", nil
+}
+
+func TestMemoryBlockAndTurnHook(t *testing.T) {
+	h := newHarness(t, Config{}, textReply("a"), textReply("b"), textReply("c"))
+	mem := &recordingMemory{}
+	var turned []int64
+	h.agent.d.Memory = mem
+	h.agent.d.OnTurn = func(id int64) { turned = append(turned, id) }
+	h.turn(t, "what tea do I like")
+	if _, err := h.agent.Turn(context.Background(), Input{Key: h.key, User: "alice", Channel: "voice", Profile: "voice", Text: "and now?"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	group, _ := session.Group("wecom", "team")
+	if _, err := h.agent.Turn(context.Background(), Input{Key: group, User: "alice", Channel: "wecom", Profile: "wecom", Text: "team question"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"wecom:alice|what tea do I like|false", "wecom:alice|and now?|true", "group:wecom:team|team question|false"}
+	if strings.Join(mem.calls, "\n") != strings.Join(want, "\n") {
+		t.Errorf("memory calls:\n%s\nwant:\n%s", strings.Join(mem.calls, "\n"), strings.Join(want, "\n"))
+	}
+	sys := h.sentMessages(t, 0)[0]["content"].(string)
+	if !strings.Contains(sys, "## Relevant memory\n\n- #7 [2026-03-01] The user likes oolong tea") {
+		t.Errorf("system message:\n%s", sys)
+	}
+	sess, _ := h.sessions.Current(context.Background(), h.key)
+	if len(turned) != 3 || turned[0] != sess.ID || turned[1] != sess.ID || turned[2] == sess.ID {
+		t.Errorf("OnTurn: %v (alice's session %d)", turned, sess.ID)
+	}
+}

@@ -15,6 +15,7 @@ import (
 
 	"agent/pkg/agent"
 	"agent/pkg/llm"
+	"agent/pkg/memory"
 	"agent/pkg/runner"
 	"agent/pkg/session"
 )
@@ -45,13 +46,23 @@ type Turner interface {
 	Turn(ctx context.Context, in agent.Input, emit func(agent.Event)) (agent.Output, error)
 }
 
+// Memory is the part of *memory.Store the slash commands use.
+type Memory interface {
+	ForgetMatching(ctx context.Context, scope, text string) ([]memory.Fact, error)
+	Stats(ctx context.Context, scope string) (memory.Stats, error)
+}
+
 // Deps of a Service.
 type Deps struct {
 	Runner   *runner.Runner
 	Agent    Turner
 	Sessions *session.Store
-	Model    string
-	Logger   *slog.Logger
+	Memory   Memory // nil: no long-term memory (/forget says so)
+	// Closed is told the id of a session /new closed (memory compresses
+	// its rest). It must not block.
+	Closed func(sessionID int64)
+	Model  string
+	Logger *slog.Logger
 }
 
 // Service routes inbound messages. Safe for concurrent use.
@@ -235,16 +246,21 @@ const HelpText = `Commands:
 /new — start a new conversation (the old one is kept)
 /status — this conversation, the model, message counts
 /verbose on|off — show each tool step as it happens
+/forget TEXT — forget what I remember that matches TEXT (or #ID for one fact)
 /help — this list`
 
 func (s *Service) command(ctx context.Context, key session.Key, user, text string) string {
 	fields := strings.Fields(text)
 	switch strings.ToLower(fields[0]) {
 	case "/new":
+		old, oldErr := s.d.Sessions.Current(ctx, key)
 		sess, err := s.d.Sessions.Reset(ctx, key)
 		if err != nil {
 			s.logger.Error("/new failed", "key", key, "err", err)
 			return "Could not start a new conversation, sorry; please try again."
+		}
+		if oldErr == nil && s.d.Closed != nil {
+			s.d.Closed(old.ID)
 		}
 		return fmt.Sprintf("New conversation started (#%d). The previous one is kept.", sess.ID)
 	case "/status":
@@ -260,8 +276,11 @@ func (s *Service) command(ctx context.Context, key session.Key, user, text strin
 		verbose := s.verbose[key]
 		s.mu.Unlock()
 		used := s.usage.Snapshot()[user] // the asker's, also in a group chat
-		return fmt.Sprintf("Conversation #%d since %s, %d messages. Model: %s. Verbose: %s. Your usage since start: %d tokens in %d turns.",
-			sess.ID, sess.CreatedAt.Format("2006-01-02 15:04"), sess.Messages, s.d.Model, onOff(verbose), used.TotalTokens, used.Requests)
+		return fmt.Sprintf("Conversation #%d since %s, %d messages. Model: %s. Verbose: %s. Your usage since start: %d tokens in %d turns.%s",
+			sess.ID, sess.CreatedAt.Format("2006-01-02 15:04"), sess.Messages, s.d.Model, onOff(verbose), used.TotalTokens, used.Requests,
+			s.memoryStatus(ctx, key))
+	case "/forget":
+		return s.forget(ctx, key, strings.TrimSpace(text[len(fields[0]):]))
 	case "/verbose":
 		if len(fields) != 2 || (fields[1] != "on" && fields[1] != "off") {
 			return "Usage: /verbose on|off"
@@ -281,4 +300,58 @@ func onOff(b bool) string {
 		return "on"
 	}
 	return "off"
+}
+
+// memoryStatus is the memory part of /status.
+func (s *Service) memoryStatus(ctx context.Context, key session.Key) string {
+	if s.d.Memory == nil {
+		return " Memory: off."
+	}
+	scope, err := key.MemoryScope()
+	if err != nil {
+		return ""
+	}
+	st, err := s.d.Memory.Stats(ctx, scope)
+	if err != nil {
+		s.logger.Warn("memory stats failed", "key", key, "err", err)
+		return " Memory: unavailable."
+	}
+	mode := "semantic and keyword search"
+	if !st.Semantic {
+		mode = "keyword search only (no embedding model)"
+	}
+	return fmt.Sprintf(" Memory: %d facts (%d older versions), %s.", st.Facts, st.Superseded, mode)
+}
+
+// forget is /forget TEXT: drop the facts of this conversation's memory
+// scope that match, and say which.
+func (s *Service) forget(ctx context.Context, key session.Key, text string) string {
+	if s.d.Memory == nil {
+		return "Long-term memory is not enabled here, so there is nothing to forget."
+	}
+	if text == "" {
+		return "Usage: /forget TEXT — forget what I remember that matches TEXT, or /forget #ID for one fact."
+	}
+	scope, err := key.MemoryScope()
+	if err != nil {
+		return "Could not tell whose memory this is, sorry."
+	}
+	facts, err := s.d.Memory.ForgetMatching(ctx, scope, text)
+	switch {
+	case errors.Is(err, memory.ErrTooMany):
+		return fmt.Sprintf("%q matches more than %d remembered facts; nothing was forgotten. Please be more specific, or use /forget #ID.", text, memory.MaxForget)
+	case errors.Is(err, memory.ErrNotFound):
+		return fmt.Sprintf("I have no fact %s in this conversation's memory.", text)
+	case err != nil:
+		s.logger.Error("/forget failed", "key", key, "err", err)
+		return "Could not update my memory, sorry; please try again."
+	case len(facts) == 0:
+		return fmt.Sprintf("I remember nothing matching %q.", text)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "Forgotten (%d):", len(facts))
+	for _, f := range facts {
+		fmt.Fprintf(&b, "\n- #%d %s", f.ID, f.Text)
+	}
+	return b.String()
 }

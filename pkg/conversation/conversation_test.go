@@ -11,6 +11,7 @@ import (
 
 	"agent/pkg/agent"
 	"agent/pkg/llm"
+	"agent/pkg/memory"
 	"agent/pkg/runner"
 	"agent/pkg/session"
 	"agent/pkg/store"
@@ -192,5 +193,46 @@ func TestStatusUsageInGroup(t *testing.T) {
 	ask("hello")
 	if got := ask("/status"); !strings.Contains(got, "7 tokens in 1 turns") {
 		t.Fatalf("/status in a group: %q", got)
+	}
+}
+
+func TestForgetAndMemoryStatus(t *testing.T) {
+	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), store.FileName), nil, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	mem := memory.New(st.DB(), memory.Config{}, nil, nil)
+	r := runner.New(runner.Config{MaxConcurrent: 2}, nil)
+	t.Cleanup(func() { r.Close(context.Background()) })
+	var closed []int64
+	s := New(Deps{Runner: r, Agent: scriptedTurner{func(agent.Input, func(agent.Event)) (agent.Output, error) {
+		return agent.Output{Text: "ok"}, nil
+	}}, Sessions: session.New(st.DB(), nil), Memory: mem, Closed: func(id int64) { closed = append(closed, id) }, Model: "m"})
+	ctx := context.Background()
+	tea, _ := mem.Add(ctx, "admin:alice", memory.Input{Text: "Alice likes jasmine tea"})
+	mem.Add(ctx, "admin:alice", memory.Input{Text: "Alice's car is blue"})
+	bob, _ := mem.Add(ctx, "admin:bob", memory.Input{Text: "Bob likes jasmine tea"})
+	if got := say(t, s, "/status"); !strings.Contains(got[0], "Memory: 2 facts (0 older versions), keyword search only") {
+		t.Fatalf("/status: %q", got)
+	}
+	if got := say(t, s, "/forget jasmine"); got[0] != fmt.Sprintf("Forgotten (1):\n- #%d Alice likes jasmine tea", tea.ID) {
+		t.Fatalf("/forget: %q", got)
+	}
+	if _, err := mem.Get(ctx, "admin:bob", bob.ID); err != nil {
+		t.Fatalf("bob's fact went with alice's /forget: %v", err)
+	}
+	if got := say(t, s, "/forget jasmine"); !strings.Contains(got[0], "nothing matching") {
+		t.Fatalf("second /forget: %q", got)
+	}
+	if got := say(t, s, fmt.Sprintf("/forget #%d", bob.ID)); !strings.Contains(got[0], "no fact #") {
+		t.Fatalf("/forget of another user's id: %q", got)
+	}
+	if got := say(t, s, "/forget"); !strings.HasPrefix(got[0], "Usage: /forget") {
+		t.Fatalf("bare /forget: %q", got)
+	}
+	say(t, s, "hello")
+	if got := say(t, s, "/new"); len(closed) != 1 || !strings.Contains(got[0], "New conversation") {
+		t.Fatalf("/new: %q, closed %v", got, closed)
 	}
 }

@@ -11,7 +11,10 @@ import (
 	"agent/pkg/agent"
 	"agent/pkg/config"
 	"agent/pkg/conversation"
+	"agent/pkg/embed"
 	"agent/pkg/llm"
+	"agent/pkg/localmodels"
+	"agent/pkg/memory"
 	"agent/pkg/runner"
 	"agent/pkg/session"
 	"agent/pkg/tools"
@@ -25,6 +28,8 @@ type brain struct {
 	ws       *tools.Workspace
 	runner   *runner.Runner
 	conv     *conversation.Service
+	memory   *memory.Store
+	compress *memory.Compressor
 }
 
 // Runner sizing for the 2 GB budget: at most this many turns run at once
@@ -55,6 +60,16 @@ func (d *Daemon) startBrain(cfg *config.Config) (b *brain, err error) {
 	if err := reg.Register(agent.MessageTool(d.sendOut)); err != nil {
 		return nil, err
 	}
+	b.memory = memory.New(d.store.DB(), memory.Config{
+		DedupThreshold: cfg.Memory.DedupThreshold,
+		TopK:           cfg.Memory.RetrievalTopK,
+		Location:       cfg.Location(),
+	}, d.logger, d.now)
+	for _, t := range b.memory.Tools() {
+		if err := reg.Register(t); err != nil {
+			return nil, err
+		}
+	}
 	lc := llm.FromConfig(cfg.LLM)
 	lc.Logger = d.logger // the client adds component=llm
 	client, err := llm.New(lc)
@@ -62,20 +77,58 @@ func (d *Daemon) startBrain(cfg *config.Config) (b *brain, err error) {
 		return nil, fmt.Errorf("llm: %w", err)
 	}
 	b.prompt = agent.NewPrompt(cfg.Agent.Workspace, d.logger.With("component", "prompt"))
+	b.compress = memory.NewCompressor(memory.CompressorConfig{
+		SessionMax: cfg.Memory.SessionMaxMessages,
+		Overlap:    cfg.Memory.CompressionOverlap,
+		Model:      cfg.LLM.Model,
+	}, b.memory, client, b.sessions, d.logger)
+	b.compress.Start()
 	ag := agent.New(agent.ConfigFrom(cfg), agent.Deps{
-		LLM: client, Tools: reg, Sessions: b.sessions, Prompt: b.prompt, Logger: d.logger, Now: d.now,
+		LLM: client, Tools: reg, Sessions: b.sessions, Prompt: b.prompt, Memory: b.memory,
+		OnTurn: b.compress.Notify, Logger: d.logger, Now: d.now,
 	})
 	b.runner = runner.New(runner.Config{MaxConcurrent: maxConcurrentTurns}, d.logger)
 	b.conv = conversation.New(conversation.Deps{
-		Runner: b.runner, Agent: ag, Sessions: b.sessions, Model: cfg.LLM.Model, Logger: d.logger,
+		Runner: b.runner, Agent: ag, Sessions: b.sessions, Memory: b.memory, Closed: b.compress.Notify,
+		Model: cfg.LLM.Model, Logger: d.logger,
 	})
 	return b, nil
+}
+
+// embedderSource is what the local models offer memory (localmodels.Set).
+type embedderSource interface {
+	Embedder() *embed.Embedder
+}
+
+// attachEmbedder switches memory to semantic retrieval once the embedding
+// model has loaded; without it memory stays keyword-only.
+func (d *Daemon) attachEmbedder(ctx context.Context) {
+	src, ok := d.opts.Models.(embedderSource)
+	if !ok || d.brain == nil {
+		return
+	}
+	e := src.Embedder()
+	if e == nil {
+		d.logger.Warn("memory retrieval is keyword-only (FTS5): the embedding model is not loaded")
+		return
+	}
+	if err := d.brain.memory.SetEmbedder(ctx, e, localmodels.EmbeddingID(d.config())); err != nil {
+		d.logger.Error("memory cannot use the embedding model; keyword-only", "err", err)
+		return
+	}
+	d.logger.Info("memory retrieval is semantic + keyword", "dim", e.Dim())
 }
 
 func (b *brain) close(ctx context.Context) error {
 	var errs []error
 	if b.runner != nil {
 		errs = append(errs, b.runner.Close(ctx))
+	}
+	if b.compress != nil {
+		errs = append(errs, b.compress.Close(ctx))
+	}
+	if b.memory != nil {
+		b.memory.Close() // before the models close
 	}
 	if b.ws != nil {
 		errs = append(errs, b.ws.Close())

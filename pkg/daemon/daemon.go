@@ -296,6 +296,7 @@ func (d *Daemon) loadModels(ctx context.Context) {
 			d.checker.Register(name, func(context.Context) error { return fmt.Errorf("%w: %v", health.ErrDegraded, err) })
 		}
 	}
+	d.attachEmbedder(ctx)
 	d.notify(fmt.Sprintf("STATUS=serving on %s; %d/%d local models ready", d.httpAddr, ready, len(results)))
 	d.logger.Info("local models loaded", "ready", ready, "total", len(results), "took", d.now().Sub(start).Round(time.Millisecond))
 }

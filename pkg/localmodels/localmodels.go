@@ -7,7 +7,10 @@ package localmodels
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -118,4 +121,20 @@ func (s *Set) Close() error {
 		s.asr = nil
 	}
 	return errors.Join(errs...)
+}
+
+// EmbeddingID names the embedding model on disk for pkg/memory: it changes
+// when model.onnx or tokenizer.json is replaced or the pooling changes, so
+// stored vectors of another model are recomputed rather than compared.
+func EmbeddingID(cfg *config.Config) string {
+	id := "pooling=" + cfg.Embedding.Pooling
+	for _, f := range []string{embed.ModelFile, embed.TokenizerFile} {
+		fi, err := os.Stat(filepath.Join(cfg.Embedding.ModelDir, f))
+		if err != nil {
+			id += ";" + f + "=?"
+			continue
+		}
+		id += fmt.Sprintf(";%s=%d@%d", f, fi.Size(), fi.ModTime().UnixNano())
+	}
+	return id
 }

@@ -59,12 +59,15 @@ func (s *Store) Block(ctx context.Context, scope, query string, fast bool) (stri
 	if hit && cached.query == query {
 		return cached.block, nil
 	}
+	if s.bgCtx.Err() != nil {
+		return cached.block, nil
+	}
 	done := make(chan string, 1)
 	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()
 		// The retrieval outlives a turn that stops waiting for it.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		rctx, cancel := context.WithTimeout(s.bgCtx, 10*time.Second)
 		defer cancel()
 		b, err := s.freshBlock(rctx, scope, query)
 		if err != nil {
@@ -121,13 +124,13 @@ func (s *Store) changed(scope string, forgot bool) {
 		s.blocks.Delete(scope)
 	}
 	s.cacheMu.Unlock()
-	if !ok {
+	if !ok || s.bgCtx.Err() != nil {
 		return
 	}
 	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(s.bgCtx, 10*time.Second)
 		defer cancel()
 		if _, err := s.freshBlock(ctx, scope, e.query); err != nil {
 			s.logger.Warn("refreshing the memory cache failed", "scope", scope, "err", err)

@@ -63,7 +63,7 @@ func newMem(t testing.TB, e Embedder, cfg Config) (*Store, *clock) {
 		}
 		s.Wait()
 	}
-	t.Cleanup(s.Wait)
+	t.Cleanup(s.Close)
 	return s, c
 }
 

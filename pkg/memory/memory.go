@@ -130,7 +130,9 @@ type Store struct {
 	blocks  *lru[string, blockEntry]
 	vectors *lru[string, []float32]
 
-	bg sync.WaitGroup // cache refreshes and backfills
+	bg       sync.WaitGroup // cache refreshes and backfills
+	bgCtx    context.Context
+	bgCancel context.CancelFunc
 }
 
 type embedderState struct {
@@ -154,6 +156,7 @@ func New(db *sql.DB, cfg Config, logger *slog.Logger, now func() time.Time) *Sto
 		blocks:  newLRU[string, blockEntry](cfg.BlockCache),
 		vectors: newLRU[string, []float32](cfg.EmbedCache),
 	}
+	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
 	var n int
 	if err := db.QueryRow(`SELECT count(*) FROM sqlite_master WHERE name = 'memory_vec'`).Scan(&n); err == nil {
 		s.hasVec.Store(n == 1)
@@ -190,6 +193,9 @@ func (s *Store) SetEmbedder(ctx context.Context, e Embedder, id string) error {
 		s.emb.Store(nil)
 		return nil
 	}
+	if s.bgCtx.Err() != nil {
+		return errors.New("memory: closed")
+	}
 	dim := e.Dim()
 	if dim <= 0 || dim%8 != 0 || dim > 8192 {
 		return fmt.Errorf("memory: embedding width %d: %w (want a positive multiple of 8)", dim, ErrInvalid)
@@ -202,7 +208,7 @@ func (s *Store) SetEmbedder(ctx context.Context, e Embedder, id string) error {
 	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()
-		n, err := s.Backfill(context.WithoutCancel(ctx))
+		n, err := s.Backfill(s.bgCtx)
 		if err != nil {
 			s.logger.Warn("embedding stored facts failed", "err", err, "embedded", n)
 		} else if n > 0 {
@@ -214,6 +220,16 @@ func (s *Store) SetEmbedder(ctx context.Context, e Embedder, id string) error {
 
 // Wait blocks until background work (backfills, cache refreshes) is done.
 func (s *Store) Wait() { s.bg.Wait() }
+
+// Close stops background work (a backfill stops between batches; what it
+// did not embed is embedded at the next start) and waits for it. The
+// store stays usable for reads and writes; it starts no more background
+// work and no longer uses the embedder.
+func (s *Store) Close() {
+	s.bgCancel()
+	s.emb.Store(nil)
+	s.bg.Wait()
+}
 
 // prepareVectors makes the vector index match a model of width dim named
 // id, rebuilding it (and clearing stored embeddings) when either changed.
