@@ -492,3 +492,114 @@ func TestAdminSendRunsTheAgent(t *testing.T) {
 		t.Fatalf("exit %d", code)
 	}
 }
+
+// memoryLLM answers compression requests with one fact and records the
+// system prompt of every other request.
+type memoryLLM struct {
+	*httptest.Server
+	mu      sync.Mutex
+	systems []string
+}
+
+func newMemoryLLM(t *testing.T) *memoryLLM {
+	t.Helper()
+	m := &memoryLLM{}
+	m.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Messages []struct {
+				Role    string `json:"role"`
+				Content string `json:"content"`
+			} `json:"messages"`
+		}
+		json.NewDecoder(r.Body).Decode(&req)
+		reply := "ok"
+		if len(req.Messages) > 0 && req.Messages[0].Role == "system" {
+			if strings.Contains(req.Messages[0].Content, "long-term memory of an assistant") {
+				reply = `{"facts": [{"fact": "Alice's favourite tea is oolong", "keywords": ["tea", "oolong"], "topic": "drinks"}]}`
+			} else {
+				m.mu.Lock()
+				m.systems = append(m.systems, req.Messages[0].Content)
+				m.mu.Unlock()
+			}
+		}
+		b, _ := json.Marshal(map[string]any{"id": "c", "object": "chat.completion",
+			"choices": []any{map[string]any{"index": 0, "finish_reason": "stop", "message": map[string]any{"role": "assistant", "content": reply}}},
+			"usage":   map[string]any{"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(b)
+	}))
+	t.Cleanup(m.Close)
+	return m
+}
+
+func (m *memoryLLM) lastSystem() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.systems) == 0 {
+		return ""
+	}
+	return m.systems[len(m.systems)-1]
+}
+
+// Long-term memory through the daemon: a closed conversation is compressed
+// into a fact, the fact comes back in the prompt of a later conversation,
+// the operator lists, searches and forgets it, and /forget works in chat.
+func TestMemoryThroughTheDaemon(t *testing.T) {
+	llmSrv := newMemoryLLM(t)
+	dir := t.TempDir()
+	writeConfig(t, dir, "[llm]\nprovider = \"custom\"\nmodel = \"fake\"\nbase_url = \""+llmSrv.URL+"/v1\"\n")
+	ns := newNotifySock(t)
+	in := start(t, dir, "NOTIFY_SOCKET="+ns.path)
+	ns.await(t, "READY=1")
+	c := admin.NewClient(filepath.Join(dir, "var", "agent.sock"))
+	ctx := context.Background()
+	send := func(user, text string) []string {
+		t.Helper()
+		res, err := c.Send(ctx, admin.SendRequest{To: user, Text: text})
+		if err != nil {
+			t.Fatalf("send %q: %v", text, err)
+		}
+		return res.Replies
+	}
+	send("alice", "I really like oolong tea")
+	send("alice", "/new") // the closed conversation is compressed in the background
+	var facts []admin.Fact
+	deadline := time.Now().Add(20 * time.Second)
+	for len(facts) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no fact was stored from the closed conversation")
+		}
+		time.Sleep(20 * time.Millisecond)
+		var err error
+		if facts, err = c.MemoryList(ctx, admin.MemoryQuery{Scope: "admin:alice"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if facts[0].Text != "Alice's favourite tea is oolong" || facts[0].Source == "" {
+		t.Fatalf("fact: %+v", facts[0])
+	}
+	send("alice", "what tea should I buy?")
+	if sys := llmSrv.lastSystem(); !strings.Contains(sys, "## Relevant memory") || !strings.Contains(sys, "favourite tea is oolong") {
+		t.Fatalf("system prompt without the fact:\n%s", sys)
+	}
+	send("bob", "what tea should I buy?")
+	if sys := llmSrv.lastSystem(); strings.Contains(sys, "oolong") {
+		t.Fatalf("bob's prompt shows alice's fact:\n%s", sys)
+	}
+	if hits, err := c.MemorySearch(ctx, admin.MemoryQuery{Query: "oolong"}); err != nil || len(hits) != 1 || hits[0].Scope != "admin:alice" {
+		t.Fatalf("operator search: %+v %v", hits, err)
+	}
+	if r := send("alice", "/status"); !strings.Contains(r[0], "Memory: 1 facts") {
+		t.Fatalf("/status: %q", r)
+	}
+	if r := send("alice", "/forget oolong"); !strings.Contains(r[0], "Forgotten (1)") {
+		t.Fatalf("/forget: %q", r)
+	}
+	if _, err := c.MemoryForget(ctx, facts[0].ID); err == nil || !strings.Contains(err.Error(), "no fact") {
+		t.Fatalf("forgetting a forgotten fact: %v", err)
+	}
+	in.cmd.Process.Signal(syscall.SIGTERM)
+	if code := in.wait(t); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+}

@@ -41,6 +41,8 @@ commands:
   send [--channel admin] --to USER TEXT
                 run TEXT through the daemon's conversation pipeline as USER and print the replies
   sessions      list conversations
+  memory list [--scope S] [--history] | search [--scope S] QUERY | forget ID
+                long-term memory: list, search (hybrid), forget a fact with its history
   version       print the version
 `
 
@@ -102,6 +104,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env confi
 			}
 			return nil
 		})
+	case "memory":
+		return runMemory(ctx, path, rest, *asJSON, stdout, stderr, env)
 	case "version":
 		fmt.Fprintln(stdout, buildinfo.String("agentctl"))
 		return 0
@@ -248,4 +252,97 @@ func yesNo(b bool) string {
 		return "yes"
 	}
 	return "no"
+}
+
+const memoryUsage = `usage: agentctl memory list [--scope SCOPE] [--history] [--limit N]
+       agentctl memory search [--scope SCOPE] [--limit N] QUERY
+       agentctl memory forget ID
+A scope is a user ("wecom:alice") or a group chat ("group:wecom:CHATID"); without --scope every scope is listed or searched.
+`
+
+func runMemory(ctx context.Context, path string, args []string, asJSON bool, stdout, stderr io.Writer, env config.Env) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, memoryUsage)
+		return 2
+	}
+	fs := flag.NewFlagSet("memory "+args[0], flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, memoryUsage) }
+	scope := fs.String("scope", "", "only this user or group")
+	limit := fs.Int("limit", 0, "at most this many facts")
+	history := fs.Bool("history", false, "include superseded versions (list)")
+	if err := fs.Parse(args[1:]); err != nil {
+		return 2
+	}
+	q := admin.MemoryQuery{Scope: *scope, Limit: *limit, History: *history}
+	print := func(facts []admin.Fact) error {
+		if asJSON {
+			enc := json.NewEncoder(stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(facts)
+		}
+		if len(facts) == 0 {
+			fmt.Fprintln(stdout, "no facts")
+			return nil
+		}
+		fmt.Fprintf(stdout, "%-6s %-10s %-24s %s\n", "ID", "UPDATED", "SCOPE", "FACT")
+		for _, f := range facts {
+			text := f.Text
+			if f.SupersededBy != 0 {
+				text += fmt.Sprintf("  (replaced by #%d)", f.SupersededBy)
+			}
+			fmt.Fprintf(stdout, "%-6d %-10s %-24s %s\n", f.ID, f.Updated.Local().Format("2006-01-02"), f.Scope, text)
+		}
+		return nil
+	}
+	switch args[0] {
+	case "list":
+		if fs.NArg() != 0 {
+			fs.Usage()
+			return 2
+		}
+		return withClient(path, stderr, env, func(c *admin.Client) error {
+			facts, err := c.MemoryList(ctx, q)
+			if err != nil {
+				return err
+			}
+			return print(facts)
+		})
+	case "search":
+		q.Query = strings.Join(fs.Args(), " ")
+		if strings.TrimSpace(q.Query) == "" {
+			fs.Usage()
+			return 2
+		}
+		return withClient(path, stderr, env, func(c *admin.Client) error {
+			facts, err := c.MemorySearch(ctx, q)
+			if err != nil {
+				return err
+			}
+			return print(facts)
+		})
+	case "forget":
+		var id int64
+		if fs.NArg() != 1 {
+			fs.Usage()
+			return 2
+		}
+		if _, err := fmt.Sscan(strings.TrimPrefix(fs.Arg(0), "#"), &id); err != nil || id <= 0 {
+			fmt.Fprintf(stderr, "agentctl memory forget: %q is not a fact id\n", fs.Arg(0))
+			return 2
+		}
+		return withClient(path, stderr, env, func(c *admin.Client) error {
+			f, err := c.MemoryForget(ctx, id)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return json.NewEncoder(stdout).Encode(f)
+			}
+			fmt.Fprintf(stdout, "forgotten #%d (%s): %s\n", f.ID, f.Scope, f.Text)
+			return nil
+		})
+	}
+	fmt.Fprint(stderr, memoryUsage)
+	return 2
 }

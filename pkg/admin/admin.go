@@ -13,8 +13,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -64,6 +67,43 @@ type Session struct {
 	Open         bool      `json:"open"`
 }
 
+// Fact is one remembered fact, for `agentctl memory`.
+type Fact struct {
+	ID           int64     `json:"id"`
+	Scope        string    `json:"scope"`
+	Text         string    `json:"text"`
+	Keywords     []string  `json:"keywords,omitempty"`
+	Persons      []string  `json:"persons,omitempty"`
+	Topic        string    `json:"topic,omitempty"`
+	Time         string    `json:"time,omitempty"`
+	Source       string    `json:"source,omitempty"`
+	Created      time.Time `json:"created"`
+	Updated      time.Time `json:"updated"`
+	Seen         int       `json:"seen"`
+	SupersededBy int64     `json:"superseded_by,omitempty"`
+	Score        float64   `json:"score,omitempty"`
+}
+
+// MemoryQuery selects facts: Scope "" means every scope.
+type MemoryQuery struct {
+	Scope   string
+	Query   string
+	Limit   int
+	History bool
+}
+
+// MemoryBackend is the long-term memory part of the admin API; a Backend
+// that also implements it serves /v1/memory.
+type MemoryBackend interface {
+	MemoryList(ctx context.Context, q MemoryQuery) ([]Fact, error)
+	MemorySearch(ctx context.Context, q MemoryQuery) ([]Fact, error)
+	MemoryForget(ctx context.Context, id int64) (Fact, error)
+}
+
+// ErrNotFound is what a MemoryBackend returns (wrapped) for an unknown id;
+// the API answers 404.
+var ErrNotFound = errors.New("not found")
+
 // Backend is what the daemon provides to the admin API.
 type Backend interface {
 	Status(ctx context.Context) Status
@@ -106,6 +146,58 @@ func Handler(b Backend) http.Handler {
 		}
 		writeJSON(w, http.StatusOK, ss)
 	})
+	mem, _ := b.(MemoryBackend)
+	memory := func(h func(w http.ResponseWriter, r *http.Request, m MemoryBackend)) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			if mem == nil {
+				writeJSON(w, http.StatusNotImplemented, map[string]string{"error": "this daemon has no long-term memory"})
+				return
+			}
+			h(w, r, mem)
+		}
+	}
+	query := func(r *http.Request) MemoryQuery {
+		q := r.URL.Query()
+		limit, _ := strconv.Atoi(q.Get("limit"))
+		return MemoryQuery{Scope: q.Get("scope"), Query: q.Get("q"), Limit: limit, History: q.Get("history") == "1"}
+	}
+	mux.HandleFunc("GET /v1/memory", memory(func(w http.ResponseWriter, r *http.Request, m MemoryBackend) {
+		facts, err := m.MemoryList(r.Context(), query(r))
+		if err != nil {
+			writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
+			return
+		}
+		writeJSON(w, http.StatusOK, facts)
+	}))
+	mux.HandleFunc("GET /v1/memory/search", memory(func(w http.ResponseWriter, r *http.Request, m MemoryBackend) {
+		q := query(r)
+		if strings.TrimSpace(q.Query) == "" {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "q (the query) is required"})
+			return
+		}
+		facts, err := m.MemorySearch(r.Context(), q)
+		if err != nil {
+			writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
+			return
+		}
+		writeJSON(w, http.StatusOK, facts)
+	}))
+	mux.HandleFunc("DELETE /v1/memory/{id}", memory(func(w http.ResponseWriter, r *http.Request, m MemoryBackend) {
+		id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+		if err != nil || id <= 0 {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "the id must be a positive number"})
+			return
+		}
+		f, err := m.MemoryForget(r.Context(), id)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			writeJSON(w, http.StatusNotFound, map[string]string{"error": err.Error()})
+		case err != nil:
+			writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
+		default:
+			writeJSON(w, http.StatusOK, f)
+		}
+	}))
 	return mux
 }
 
@@ -219,6 +311,50 @@ func (c *Client) Sessions(ctx context.Context) ([]Session, error) {
 	var ss []Session
 	err := c.do(ctx, http.MethodGet, "/v1/sessions", nil, &ss)
 	return ss, err
+}
+
+// MemoryList lists facts (newest first).
+func (c *Client) MemoryList(ctx context.Context, q MemoryQuery) ([]Fact, error) {
+	ctx, cancel := quick(ctx)
+	defer cancel()
+	var facts []Fact
+	err := c.do(ctx, http.MethodGet, "/v1/memory?"+q.values().Encode(), nil, &facts)
+	return facts, err
+}
+
+// MemorySearch runs a hybrid search.
+func (c *Client) MemorySearch(ctx context.Context, q MemoryQuery) ([]Fact, error) {
+	ctx, cancel := quick(ctx)
+	defer cancel()
+	var facts []Fact
+	err := c.do(ctx, http.MethodGet, "/v1/memory/search?"+q.values().Encode(), nil, &facts)
+	return facts, err
+}
+
+// MemoryForget deletes fact id with its history.
+func (c *Client) MemoryForget(ctx context.Context, id int64) (Fact, error) {
+	ctx, cancel := quick(ctx)
+	defer cancel()
+	var f Fact
+	err := c.do(ctx, http.MethodDelete, "/v1/memory/"+strconv.FormatInt(id, 10), nil, &f)
+	return f, err
+}
+
+func (q MemoryQuery) values() url.Values {
+	v := url.Values{}
+	if q.Scope != "" {
+		v.Set("scope", q.Scope)
+	}
+	if q.Query != "" {
+		v.Set("q", q.Query)
+	}
+	if q.Limit > 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	if q.History {
+		v.Set("history", "1")
+	}
+	return v
 }
 
 // quick bounds calls that should answer at once.

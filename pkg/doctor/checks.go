@@ -20,6 +20,7 @@ import (
 	"agent/pkg/daemon"
 	"agent/pkg/embed"
 	"agent/pkg/localmodels"
+	"agent/pkg/memory"
 	"agent/pkg/statedir"
 	"agent/pkg/store"
 )
@@ -67,6 +68,7 @@ func Checks(e Env) []Check {
 	cs = append(cs,
 		Check{"state_dir", e.checkStateDir},
 		Check{"database", e.checkDatabase},
+		Check{"long_term_memory", e.checkFacts},
 		Check{"onnxruntime", e.checkRuntime},
 		Check{"embedding_model", e.checkEmbedding},
 		Check{"asr_model", e.checkASR},
@@ -149,6 +151,50 @@ func (e Env) checkDatabase(ctx context.Context) Result {
 	return Result{Level: OK, Detail: detail}
 }
 
+// checkFacts reports the long-term memory: how many facts, how many wait
+// for a vector, and whether retrieval can be semantic (the embedding model
+// is installed) or is keyword-only.
+func (e Env) checkFacts(ctx context.Context) Result {
+	semantic := true
+	for _, f := range []string{embed.ModelFile, embed.TokenizerFile} {
+		if _, err := os.Stat(filepath.Join(e.Config.Embedding.ModelDir, f)); err != nil {
+			semantic = false
+		}
+	}
+	mode := "semantic + keyword retrieval"
+	if !semantic {
+		mode = "keyword-only retrieval (FTS5): the embedding model is not installed"
+	}
+	path := filepath.Join(e.Config.Agent.StateDir, store.FileName)
+	if _, err := os.Stat(path); err != nil {
+		return degraded(semantic, "no facts yet; "+mode)
+	}
+	s, err := store.Open(ctx, path, nil, store.Options{ReadOnly: true})
+	if err != nil {
+		return Result{Level: Warn, Detail: "not checked: " + err.Error()}
+	}
+	defer s.Close()
+	if ver, _ := s.Version(ctx); ver < store.SchemaVersion() {
+		return degraded(semantic, "created at the next start; "+mode)
+	}
+	st, err := memory.New(s.DB(), memory.Config{}, nil, nil).Stats(ctx, "")
+	if err != nil {
+		return Result{Level: Fail, Detail: err.Error()}
+	}
+	detail := fmt.Sprintf("%d facts (%d older versions kept)", st.Facts, st.Superseded)
+	if st.Unembedded > 0 && semantic {
+		detail += fmt.Sprintf(", %d embedded at the next start", st.Unembedded)
+	}
+	return degraded(semantic, detail+"; "+mode)
+}
+
+func degraded(semantic bool, detail string) Result {
+	if semantic {
+		return Result{Level: OK, Detail: detail}
+	}
+	return Result{Level: Warn, Detail: detail, Fix: "scripts/fetch-models.sh (or make models)"}
+}
+
 // dbFix names the remedy for a database error; moving the file aside is
 // offered only for real corruption, never for a permission or version
 // problem on a healthy database.
@@ -179,7 +225,7 @@ func (e Env) checkEmbedding(ctx context.Context) Result {
 	dir := e.Config.Embedding.ModelDir
 	for _, f := range []string{"model.onnx", "tokenizer.json"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
-			return Result{Level: Fail, Detail: filepath.Join(dir, f) + " missing; memory search is disabled", Fix: "scripts/fetch-models.sh (or make models)"}
+			return Result{Level: Fail, Detail: filepath.Join(dir, f) + " missing; memory retrieval falls back to keyword search (FTS5)", Fix: "scripts/fetch-models.sh (or make models)"}
 		}
 	}
 	if e.SkipModels {

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"agent/pkg/config"
+	"agent/pkg/memory"
+	"agent/pkg/store"
 )
 
 func noEnv(string) (string, bool) { return "", false }
@@ -232,5 +234,36 @@ func TestPanickingCheckContained(t *testing.T) {
 	rs := Run(context.Background(), []Check{{"boom", func(context.Context) Result { panic(errors.New("x")) }}}, time.Second)
 	if rs[0].Level != Fail || rs[0].Name != "boom" {
 		t.Fatalf("%+v", rs)
+	}
+}
+
+func TestLongTermMemoryCheck(t *testing.T) {
+	e := baseEnv(t, "", nil)
+	ctx := context.Background()
+	if r := e.checkFacts(ctx); r.Level != Warn || !strings.Contains(r.Detail, "no facts yet; keyword-only") {
+		t.Fatalf("before the database: %+v", r)
+	}
+	os.MkdirAll(e.Config.Agent.StateDir, 0o750)
+	st, err := store.Open(ctx, filepath.Join(e.Config.Agent.StateDir, store.FileName), nil, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := memory.New(st.DB(), memory.Config{}, nil, nil)
+	a, _ := m.Add(ctx, "wecom:alice", memory.Input{Text: "one"})
+	m.Add(ctx, "wecom:alice", memory.Input{Text: "two", Supersedes: a.ID})
+	m.Close()
+	st.Close()
+	r := e.checkFacts(ctx)
+	if r.Level != Warn || !strings.Contains(r.Detail, "1 facts (1 older versions kept); keyword-only retrieval (FTS5)") || !strings.Contains(r.Fix, "fetch-models") {
+		t.Fatalf("keyword-only: %+v", r)
+	}
+	// With the model files present it is semantic and counts the facts
+	// still to embed.
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "model.onnx"), []byte("x"), 0o600)
+	os.WriteFile(filepath.Join(dir, "tokenizer.json"), []byte("x"), 0o600)
+	e.Config.Embedding.ModelDir = dir
+	if r := e.checkFacts(ctx); r.Level != OK || !strings.Contains(r.Detail, "1 embedded at the next start; semantic + keyword") {
+		t.Fatalf("semantic: %+v", r)
 	}
 }

@@ -513,3 +513,16 @@ func TestFTSTerms(t *testing.T) {
 		t.Errorf("ftsQuery: %s", q)
 	}
 }
+
+func TestSearchAllScopes(t *testing.T) {
+	s, _ := newMem(t, newVecs(), Config{})
+	mustAdd(t, s, "wecom:alice", Input{Text: "Alice parks in bay 12"})
+	mustAdd(t, s, "wecom:bob", Input{Text: "Bob parks in bay 40"})
+	hits, err := s.SearchAllScopes(ctx, "parks", 10)
+	if err != nil || len(hits) != 2 {
+		t.Fatalf("all scopes: %v %v", ids(hits), err)
+	}
+	if _, err := s.Search(ctx, "", "parks", 10); !errors.Is(err, ErrInvalid) {
+		t.Errorf("Search without a scope: %v", err)
+	}
+}

@@ -59,11 +59,17 @@ func widthOf(v [][]float32) int {
 // cosine, among the candidates the bit index proposes.
 func (s *Store) nearest(ctx context.Context, scope string, vec []float32, st *embedderState, k int) ([]scored, error) {
 	cand := max(s.cfg.Candidates, 8*k)
-	rows, err := s.db.QueryContext(ctx, `WITH knn AS (
+	q := `WITH knn AS (
 			SELECT rowid, distance FROM memory_vec
-			WHERE embedding MATCH vec_quantize_binary(?) AND k = ? AND scope = ?)
+			WHERE embedding MATCH vec_quantize_binary(?1) AND k = ?2 AND scope = ?3)
 		SELECT f.id, f.embedding FROM knn JOIN memory_facts f ON f.id = knn.rowid
-		WHERE f.superseded_by IS NULL AND f.scope = ?`, encodeVector(vec), cand, scope, scope)
+		WHERE f.superseded_by IS NULL AND f.scope = ?3`
+	if scope == "" { // SearchAllScopes: the operator
+		q = `WITH knn AS (
+			SELECT rowid, distance FROM memory_vec WHERE embedding MATCH vec_quantize_binary(?1) AND k = ?2)
+		SELECT f.id, f.embedding FROM knn JOIN memory_facts f ON f.id = knn.rowid WHERE f.superseded_by IS NULL`
+	}
+	rows, err := s.db.QueryContext(ctx, q, encodeVector(vec), cand, scope)
 	if err != nil {
 		return nil, fmt.Errorf("memory: vector search: %w", err)
 	}
@@ -100,6 +106,17 @@ func (s *Store) Search(ctx context.Context, scope, query string, k int) ([]Hit, 
 	if scope == "" {
 		return nil, fmt.Errorf("%w: no scope", ErrInvalid)
 	}
+	return s.search(ctx, scope, query, k)
+}
+
+// SearchAllScopes is Search over every scope: for the operator (agentctl
+// memory search), never for a conversation.
+func (s *Store) SearchAllScopes(ctx context.Context, query string, k int) ([]Hit, error) {
+	return s.search(ctx, "", query, k)
+}
+
+// search is Search; scope "" searches every scope.
+func (s *Store) search(ctx context.Context, scope, query string, k int) ([]Hit, error) {
 	if k <= 0 {
 		k = s.cfg.TopK
 	}
@@ -196,17 +213,21 @@ func (s *Store) keywordSearch(ctx context.Context, scope, query string, n int) (
 	switch {
 	case len(long) > 0:
 		q = `SELECT f.id FROM memory_fts JOIN memory_facts f ON f.id = memory_fts.rowid
-			WHERE memory_fts MATCH ? AND f.scope = ? AND f.superseded_by IS NULL
+			WHERE memory_fts MATCH ? AND (f.scope = ? OR ? = '') AND f.superseded_by IS NULL
 			ORDER BY memory_fts.rank, f.id DESC LIMIT ?`
-		args = []any{ftsQuery(long), scope, n}
+		args = []any{ftsQuery(long), scope, scope, n}
 	case len(short) > 0:
 		var cond []string
-		args = []any{scope}
+		where := `superseded_by IS NULL`
+		if scope != "" { // the index on (scope, updated_at) narrows the scan
+			where = `scope = ? AND superseded_by IS NULL`
+			args = append(args, scope)
+		}
 		for _, t := range short {
 			cond = append(cond, `instr(lower(fact || ' ' || keywords || ' ' || persons || ' ' || topic), ?) > 0`)
 			args = append(args, t)
 		}
-		q = `SELECT id FROM memory_facts WHERE scope = ? AND superseded_by IS NULL AND (` +
+		q = `SELECT id FROM memory_facts WHERE ` + where + ` AND (` +
 			strings.Join(cond, " OR ") + `) ORDER BY updated_at DESC, id DESC LIMIT ?`
 		args = append(args, n)
 	default:
