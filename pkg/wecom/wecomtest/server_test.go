@@ -1,0 +1,117 @@
+package wecomtest
+
+import (
+	"bytes"
+	"encoding/json"
+	"mime/multipart"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+func call(t *testing.T, s *Server, method, path string, q url.Values, ct string, body []byte) map[string]any {
+	t.Helper()
+	req, err := http.NewRequest(method, s.URL+path+"?"+q.Encode(), bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ct != "" {
+		req.Header.Set("Content-Type", ct)
+	}
+	resp, err := s.HTTPClient().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatalf("%s %s: decode: %v", method, path, err)
+	}
+	return out
+}
+
+func code(m map[string]any) int {
+	f, _ := m["errcode"].(float64)
+	return int(f)
+}
+
+func TestServerErrors(t *testing.T) {
+	s := NewServer("corp", "secret", 7)
+	defer s.Close()
+	if got := code(call(t, s, "GET", "/cgi-bin/gettoken", url.Values{"corpid": {"other"}, "corpsecret": {"secret"}}, "", nil)); got != CodeInvalidCorpID {
+		t.Fatalf("wrong corpid: %d", got)
+	}
+	if got := code(call(t, s, "GET", "/cgi-bin/gettoken", url.Values{"corpid": {"corp"}, "corpsecret": {"x"}}, "", nil)); got != CodeInvalidCredential {
+		t.Fatalf("wrong secret: %d", got)
+	}
+	ok := call(t, s, "GET", "/cgi-bin/gettoken", url.Values{"corpid": {"corp"}, "corpsecret": {"secret"}}, "", nil)
+	tok, _ := ok["access_token"].(string)
+	if code(ok) != 0 || tok == "" || ok["expires_in"].(float64) != 7200 {
+		t.Fatalf("gettoken = %v", ok)
+	}
+	auth := url.Values{"access_token": {tok}}
+	send := func(v any) int {
+		b, _ := json.Marshal(v)
+		return code(call(t, s, "POST", "/cgi-bin/message/send", auth, "application/json", b))
+	}
+	text := func(content string) map[string]any {
+		return map[string]any{"touser": "u", "msgtype": "text", "agentid": 7, "text": map[string]string{"content": content}}
+	}
+	tests := []struct {
+		name string
+		body any
+		want int
+	}{
+		{"ok", text("hi"), 0},
+		{"too long", text(strings.Repeat("x", 2049)), CodeContentTooLong},
+		{"empty", text(""), CodeEmptyContent},
+		{"wrong agent", map[string]any{"touser": "u", "msgtype": "text", "agentid": 8, "text": map[string]string{"content": "x"}}, CodeInvalidAgentID},
+		{"bad type", map[string]any{"touser": "u", "msgtype": "hologram", "agentid": 7}, CodeInvalidMsgType},
+		{"unknown media", map[string]any{"touser": "u", "msgtype": "image", "agentid": 7, "image": map[string]string{"media_id": "x"}}, CodeInvalidMediaID},
+	}
+	for _, tt := range tests {
+		if got := send(tt.body); got != tt.want {
+			t.Errorf("%s: errcode %d, want %d", tt.name, got, tt.want)
+		}
+	}
+	if n := len(s.Messages()); n != 1 {
+		t.Fatalf("recorded %d messages, want 1", n)
+	}
+	if got := code(call(t, s, "POST", "/cgi-bin/message/send", url.Values{"access_token": {"bogus"}}, "", nil)); got != CodeInvalidToken {
+		t.Fatalf("bogus token: %d", got)
+	}
+	s.ExpireTokens()
+	if got := send(text("hi")); got != CodeTokenExpired {
+		t.Fatalf("expired token: %d", got)
+	}
+}
+
+func TestServerUpload(t *testing.T) {
+	s := NewServer("corp", "secret", 0)
+	defer s.Close()
+	ok := call(t, s, "GET", "/cgi-bin/gettoken", url.Values{"corpid": {"corp"}, "corpsecret": {"secret"}}, "", nil)
+	tok := ok["access_token"].(string)
+	upload := func(kind string, data []byte) map[string]any {
+		var buf bytes.Buffer
+		mw := multipart.NewWriter(&buf)
+		w, _ := mw.CreateFormFile("media", "a.bin")
+		w.Write(data)
+		mw.Close()
+		return call(t, s, "POST", "/cgi-bin/media/upload", url.Values{"access_token": {tok}, "type": {kind}}, mw.FormDataContentType(), buf.Bytes())
+	}
+	if got := code(upload("sticker", []byte("12345"))); got != CodeInvalidMediaType {
+		t.Fatalf("bad type: %d", got)
+	}
+	if got := code(upload("file", []byte("1234"))); got != CodeInvalidFileSize {
+		t.Fatalf("tiny: %d", got)
+	}
+	if got := code(upload("voice", make([]byte, 2<<20+1))); got != CodeInvalidVoiceSize {
+		t.Fatalf("big voice: %d", got)
+	}
+	res := upload("file", []byte("hello"))
+	id, _ := res["media_id"].(string)
+	if m, found := s.Media(id); code(res) != 0 || !found || string(m.Data) != "hello" || m.Filename != "a.bin" {
+		t.Fatalf("upload = %v, stored %+v", res, m)
+	}
+}
