@@ -46,7 +46,7 @@ testmodels: ## generate random-weight test models into testdata/models (tests on
 	$(GO) run ./scripts/testmodels testdata/models
 
 test: $(NATIVE_STAMPS) ## everything CI runs: vet, race tests with native libraries, integration tests
-	scripts/deps.sh node
+	scripts/deps.sh node mcp
 	$(MAKE) --no-print-directory testmodels
 	$(GO) vet -tags $(TAGS) ./...
 	AGENT_REQUIRE_NATIVE=1 $(GO) test -race -count=1 -tags $(TAGS) -timeout 20m ./...

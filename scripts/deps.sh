@@ -4,7 +4,7 @@
 # package archive, the npm registry and the Go module proxy.
 #
 #   scripts/deps.sh            everything (apt, ONNX Runtime, whisper.cpp host+arm64, Go modules)
-#   scripts/deps.sh apt|ort|whisper|whisper-arm64|toolchain|go|node   one step
+#   scripts/deps.sh apt|ort|whisper|whisper-arm64|toolchain|go|node|mcp   one step
 #   scripts/deps.sh --which-go   print the Go binary to use (1.26 or newer)
 set -euo pipefail
 
@@ -186,8 +186,12 @@ step_node() { # test-only reference tools (independent tokenizer and ONNX Runtim
   (cd "$d" && npm ci --ignore-scripts --no-audit --no-fund --silent)
 }
 
+step_mcp() { # test-only: the reference MCP servers pkg/mcp's integration tests run against
+  "$root/scripts/mcp-servers.sh" >&2
+}
+
 if [ "${1:-}" = --which-go ]; then which_go; exit; fi
-if [ $# -eq 0 ]; then set -- apt ort whisper whisper-arm64 go node; fi
+if [ $# -eq 0 ]; then set -- apt ort whisper whisper-arm64 go node mcp; fi
 for s in "$@"; do
   case $s in
     apt) step_apt ;;
@@ -197,6 +201,7 @@ for s in "$@"; do
     go) step_go ;;
     toolchain) step_toolchain ;;
     node) step_node ;;
+    mcp) step_mcp ;;
     *) echo "deps: unknown step $s" >&2; exit 2 ;;
   esac
 done
