@@ -76,7 +76,11 @@ func (s *Store) Block(ctx context.Context, scope, query string, fast bool) (stri
 		}
 		done <- b
 	}()
-	t := time.NewTimer(s.cfg.FastBudget)
+	budget := s.cfg.FastBudget
+	if !hit {
+		budget = s.cfg.ColdBudget
+	}
+	t := time.NewTimer(budget)
 	defer t.Stop()
 	select {
 	case b := <-done:

@@ -214,9 +214,9 @@ func (s *Store) add(ctx context.Context, scope string, in Input, st *embedderSta
 	}
 	var id int64
 	err = tx.QueryRowContext(ctx, `INSERT INTO memory_facts
-		(scope, fact, keywords, persons, topic, time_text, time_at, source, created_at, updated_at, embedding)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
-		scope, in.Text, joinList(in.Keywords), joinList(in.Persons), in.Topic, in.Time, timeAt, in.Source, now, now, blob).Scan(&id)
+		(scope, tag, fact, keywords, persons, topic, time_text, time_at, source, created_at, updated_at, embedding)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+		scope, scopeTag(scope), in.Text, joinList(in.Keywords), joinList(in.Persons), in.Topic, in.Time, timeAt, in.Source, now, now, blob).Scan(&id)
 	if err != nil {
 		return Result{}, fmt.Errorf("memory: add: %w", err)
 	}

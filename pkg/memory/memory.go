@@ -46,8 +46,12 @@ type Config struct {
 	// 8×k when larger).
 	Candidates int
 	// FastBudget is how long a voice/hardware turn waits for a fresh
-	// retrieval before it takes the cached block; 20ms.
+	// retrieval before it takes the cached block; 2ms (a fresh retrieval
+	// within it needs a cached query embedding and a small partition).
+	// ColdBudget is the wait when nothing is cached for the scope yet (its
+	// first turn); 250ms.
 	FastBudget time.Duration
+	ColdBudget time.Duration
 	// BlockCache is the number of scopes whose last memory block is kept in
 	// memory for the fast path; 256. EmbedCache is the number of query
 	// embeddings kept; 512.
@@ -62,7 +66,8 @@ const (
 	DefaultDedupThreshold = 0.92
 	DefaultTopK           = 5
 	DefaultCandidates     = 64
-	DefaultFastBudget     = 20 * time.Millisecond
+	DefaultFastBudget     = 2 * time.Millisecond
+	DefaultColdBudget     = 250 * time.Millisecond
 	DefaultBlockCache     = 256
 	DefaultEmbedCache     = 512
 
@@ -90,6 +95,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.FastBudget <= 0 {
 		c.FastBudget = DefaultFastBudget
+	}
+	if c.ColdBudget <= 0 {
+		c.ColdBudget = DefaultColdBudget
 	}
 	if c.BlockCache <= 0 {
 		c.BlockCache = DefaultBlockCache

@@ -399,7 +399,7 @@ func TestForgetMatching(t *testing.T) {
 
 func TestFastBlock(t *testing.T) {
 	e := newVecs()
-	s, _ := newMem(t, e, Config{FastBudget: 5 * time.Millisecond})
+	s, _ := newMem(t, e, Config{FastBudget: 5 * time.Millisecond, ColdBudget: 10 * time.Millisecond})
 	e.Set("what do I drink", axis(0))
 	e.Set("The user drinks oolong", axis(0))
 	r := mustAdd(t, s, "wecom:alice", Input{Text: "The user drinks oolong"})
@@ -420,7 +420,7 @@ func TestFastBlock(t *testing.T) {
 	if err != nil || fast != b {
 		t.Fatalf("fast block: %q %v, want the cached one", fast, err)
 	}
-	// A cold scope gets no block rather than a wait.
+	// A cold scope waits the cold budget, then goes without.
 	cold, err := s.Block(ctx, "wecom:bob", "anything else", true)
 	if err != nil || cold != "" {
 		t.Fatalf("cold fast block: %q %v", cold, err)
@@ -492,21 +492,22 @@ func TestRecallFilters(t *testing.T) {
 
 func TestFTSTerms(t *testing.T) {
 	cases := []struct {
-		q           string
-		long, short string
+		q                   string
+		words, grams, short string
 	}{
-		{"What is the weather in Berlin?", "weather|berlin", ""},
-		{"go to NY", "", "go|ny"},
-		{"我喜欢咖啡", "我喜欢|喜欢咖|欢咖啡", ""},
-		{"咖啡 ok", "", "咖啡|ok"},
-		{`"; DROP--`, "drop", ""},
-		{"café naïve 2026", "café|naïve|2026", ""},
-		{"AI用户喜欢", "用户喜|户喜欢", "ai"},
+		{"What is the weather in Berlin?", "weather|berlin", "", ""},
+		{"go to NY", "go|ny", "", ""},
+		{"我喜欢咖啡", "", "我喜欢|喜欢咖|欢咖啡", ""},
+		{"咖啡 ok", "ok", "", "咖啡"},
+		{`"; DROP--`, "drop", "", ""},
+		{"café naïve 2026", "café|naïve|2026", "", ""},
+		{"AI用户喜欢", "ai", "用户喜|户喜欢", ""},
+		{`tag:x AND NEAR(a b) OR "c"*`, "tag|near", "", ""},
 	}
 	for _, c := range cases {
-		long, short := ftsTerms(c.q)
-		if strings.Join(long, "|") != c.long || strings.Join(short, "|") != c.short {
-			t.Errorf("ftsTerms(%q) = %q, %q; want %q, %q", c.q, long, short, c.long, c.short)
+		w, g, sh := ftsTerms(c.q)
+		if strings.Join(w, "|") != c.words || strings.Join(g, "|") != c.grams || strings.Join(sh, "|") != c.short {
+			t.Errorf("ftsTerms(%q) = %q, %q, %q; want %q, %q, %q", c.q, w, g, sh, c.words, c.grams, c.short)
 		}
 	}
 	if q := ftsQuery([]string{`a"b`, "c"}); q != `"a""b" OR "c"` {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"strings"
 	"unicode"
@@ -126,6 +127,17 @@ func (s *Store) search(ctx context.Context, scope, query string, k int) ([]Hit, 
 		return nil, nil
 	}
 	depth := max(4*k, 20) // how deep each list goes into the fusion
+	// Keyword search runs beside the embedding and vector search (it needs
+	// neither): SQLite works on one core while ONNX Runtime uses others.
+	type kwResult struct {
+		lists [][]int64
+		err   error
+	}
+	kwDone := make(chan kwResult, 1)
+	go func() {
+		lists, err := s.keywordSearch(ctx, scope, query, depth)
+		kwDone <- kwResult{lists, err}
+	}()
 	var (
 		vecList []scored
 		vecErr  error
@@ -137,23 +149,25 @@ func (s *Store) search(ctx context.Context, scope, query string, k int) ([]Hit, 
 		}
 		if vecErr != nil {
 			if ctx.Err() != nil {
+				<-kwDone
 				return nil, ctx.Err()
 			}
 			// Degrade to keywords rather than fail the turn.
 			s.logger.Warn("vector search failed; keyword search only", "err", vecErr)
 		}
 	}
-	kwList, err := s.keywordSearch(ctx, scope, query, depth)
+	kw := <-kwDone
+	kwLists, err := kw.lists, kw.err
 	if err != nil {
 		if vecList == nil {
 			return nil, err
 		}
 		s.logger.Warn("keyword search failed; vector search only", "err", err)
 	}
-	return s.fuse(ctx, scope, vecList, kwList, k)
+	return s.fuse(ctx, scope, vecList, kwLists, k)
 }
 
-func (s *Store) fuse(ctx context.Context, scope string, vecList []scored, kwList []int64, k int) ([]Hit, error) {
+func (s *Store) fuse(ctx context.Context, scope string, vecList []scored, kwLists [][]int64, k int) ([]Hit, error) {
 	hits := map[int64]*Hit{}
 	get := func(id int64) *Hit {
 		h := hits[id]
@@ -168,10 +182,14 @@ func (s *Store) fuse(ctx context.Context, scope string, vecList []scored, kwList
 		h.VectorRank, h.Similarity = i+1, c.sim
 		h.Score += 1 / float64(rrfK+i+1)
 	}
-	for i, id := range kwList {
-		h := get(id)
-		h.KeywordRank = i + 1
-		h.Score += 1 / float64(rrfK+i+1)
+	for _, list := range kwLists {
+		for i, id := range list {
+			h := get(id)
+			if h.KeywordRank == 0 || i+1 < h.KeywordRank {
+				h.KeywordRank = i + 1
+			}
+			h.Score += 1 / float64(rrfK+i+1)
+		}
 	}
 	list := make([]*Hit, 0, len(hits))
 	for _, h := range hits {
@@ -201,55 +219,153 @@ func (s *Store) fuse(ctx context.Context, scope string, vecList []scored, kwList
 	return out, nil
 }
 
-// keywordSearch ranks the current facts of scope by FTS5 bm25 over the
-// query's terms; a query with no term of 3+ characters (the trigram
-// minimum, e.g. a two-character Chinese word) is matched as substrings.
-func (s *Store) keywordSearch(ctx context.Context, scope, query string, n int) ([]int64, error) {
-	long, short := ftsTerms(query)
-	var (
-		q    string
-		args []any
-	)
-	switch {
-	case len(long) > 0:
-		q = `SELECT f.id FROM memory_fts JOIN memory_facts f ON f.id = memory_fts.rowid
+// scopeTag is the one-token stand-in for a scope in memory_words, so a
+// keyword search reads only that scope's postings (FTS5 intersects the
+// tag's short list with the terms' lists instead of ranking every match of
+// every scope). Hash collisions only cost speed: results are filtered by
+// scope as well.
+func scopeTag(scope string) string {
+	h := fnv.New64a()
+	h.Write([]byte(scope))
+	return fmt.Sprintf("t%016x", h.Sum64())
+}
+
+// keywordSearch ranks the current facts of scope ("" = all) for the
+// query's terms: words of alphabetic scripts by FTS5 bm25 over memory_words
+// (restricted to the scope's tag), runs of Chinese, Japanese or Korean by
+// their three-character windows over the trigram index. A query with
+// neither but a two-character CJK word (below the trigram minimum) is
+// matched as a substring. Each list is ranked on its own; fusion merges
+// them.
+func (s *Store) keywordSearch(ctx context.Context, scope, query string, n int) ([][]int64, error) {
+	words, grams, short := ftsTerms(query)
+	var lists [][]int64
+	run := func(q string, args ...any) error {
+		ids, err := s.ids(ctx, q, args...)
+		if err != nil {
+			return fmt.Errorf("memory: keyword search: %w", err)
+		}
+		if len(ids) > 0 {
+			lists = append(lists, ids)
+		}
+		return nil
+	}
+	if len(words) > 1 {
+		var err error
+		if words, err = s.dropCommon(ctx, words); err != nil {
+			return nil, err
+		}
+	}
+	if len(words) > 0 {
+		match := "(" + ftsQuery(words) + ")"
+		if scope != "" {
+			match = "tag:" + scopeTag(scope) + " AND " + match
+		}
+		if err := run(`SELECT f.id FROM memory_words JOIN memory_facts f ON f.id = memory_words.rowid
+			WHERE memory_words MATCH ? AND (f.scope = ? OR ? = '') AND f.superseded_by IS NULL
+			ORDER BY memory_words.rank, f.id DESC LIMIT ?`, match, scope, scope, n); err != nil {
+			return nil, err
+		}
+	}
+	if len(grams) > 0 {
+		if err := run(`SELECT f.id FROM memory_fts JOIN memory_facts f ON f.id = memory_fts.rowid
 			WHERE memory_fts MATCH ? AND (f.scope = ? OR ? = '') AND f.superseded_by IS NULL
-			ORDER BY memory_fts.rank, f.id DESC LIMIT ?`
-		args = []any{ftsQuery(long), scope, scope, n}
-	case len(short) > 0:
+			ORDER BY memory_fts.rank, f.id DESC LIMIT ?`, ftsQuery(grams), scope, scope, n); err != nil {
+			return nil, err
+		}
+	}
+	if len(words) == 0 && len(grams) == 0 && len(short) > 0 {
 		var cond []string
+		var args []any
 		where := `superseded_by IS NULL`
 		if scope != "" { // the index on (scope, updated_at) narrows the scan
 			where = `scope = ? AND superseded_by IS NULL`
 			args = append(args, scope)
 		}
 		for _, t := range short {
-			cond = append(cond, `instr(lower(fact || ' ' || keywords || ' ' || persons || ' ' || topic), ?) > 0`)
+			cond = append(cond, `instr(fact || ' ' || keywords || ' ' || persons || ' ' || topic, ?) > 0`)
 			args = append(args, t)
 		}
-		q = `SELECT id FROM memory_facts WHERE ` + where + ` AND (` +
-			strings.Join(cond, " OR ") + `) ORDER BY updated_at DESC, id DESC LIMIT ?`
 		args = append(args, n)
-	default:
-		return nil, nil
+		if err := run(`SELECT id FROM memory_facts WHERE `+where+` AND (`+
+			strings.Join(cond, " OR ")+`) ORDER BY updated_at DESC, id DESC LIMIT ?`, args...); err != nil {
+			return nil, err
+		}
 	}
-	rows, err := s.db.QueryContext(ctx, q, args...)
+	return lists, nil
+}
+
+// Words in more than commonShare of all facts (and more than commonMin)
+// are dropped from a keyword query: their bm25 weight is close to nothing,
+// and ranking every fact they match is what makes a large memory slow.
+const (
+	commonShare = 0.05
+	commonMin   = 2000
+)
+
+// dropCommon removes the words of a query that too many facts contain,
+// keeping at least the two rarest.
+func (s *Store) dropCommon(ctx context.Context, words []string) ([]string, error) {
+	var total int64
+	if err := s.db.QueryRowContext(ctx, `SELECT coalesce(max(id), 0) FROM memory_facts`).Scan(&total); err != nil {
+		return nil, fmt.Errorf("memory: keyword search: %w", err)
+	}
+	limit := max(int64(commonShare*float64(total)), commonMin)
+	if total <= limit {
+		return words, nil
+	}
+	args := make([]any, len(words))
+	marks := make([]string, len(words))
+	for i, w := range words {
+		args[i], marks[i] = w, "?"
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT term, doc FROM memory_words_vocab WHERE term IN (`+strings.Join(marks, ",")+`)`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("memory: keyword search: %w", err)
+	}
+	defer rows.Close()
+	df := map[string]int64{}
+	for rows.Next() {
+		var term string
+		var n int64
+		if err := rows.Scan(&term, &n); err != nil {
+			return nil, fmt.Errorf("memory: keyword search: %w", err)
+		}
+		df[term] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("memory: keyword search: %w", err)
+	}
+	var kept []string
+	for _, w := range words {
+		if df[w] <= limit {
+			kept = append(kept, w)
+		}
+	}
+	if len(kept) < 2 {
+		// All common: search the two rarest rather than nothing.
+		sorted := slices.Clone(words)
+		slices.SortStableFunc(sorted, func(a, b string) int { return cmp.Compare(df[a], df[b]) })
+		kept = sorted[:min(2, len(sorted))]
+	}
+	return kept, nil
+}
+
+func (s *Store) ids(ctx context.Context, q string, args ...any) ([]int64, error) {
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
 	}
 	defer rows.Close()
 	var ids []int64
 	for rows.Next() {
 		var id int64
 		if err := rows.Scan(&id); err != nil {
-			return nil, fmt.Errorf("memory: keyword search: %w", err)
+			return nil, err
 		}
 		ids = append(ids, id)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("memory: keyword search: %w", err)
-	}
-	return ids, nil
+	return ids, rows.Err()
 }
 
 const (
@@ -272,23 +388,18 @@ var stopwords = map[string]bool{
 	"if": true, "so": true, "no": true, "up": true, "us": true, "am": true, "he": true, "i": true,
 }
 
-// ftsTerms splits a query into search terms: letters and digits runs of
-// three or more characters (lower-cased, stopwords dropped), and every
-// three-character window of a run of CJK characters, which the trigram
-// index matches as substrings. Shorter pieces come back in short. Only
-// letters and digits survive, so no FTS5 syntax reaches MATCH.
-func ftsTerms(query string) (long, short []string) {
+// ftsTerms splits a query into search terms: words (runs of letters and
+// digits outside CJK, lower-cased, at least two characters, stopwords
+// dropped) for the word index; every three-character window of a run of
+// Chinese, Japanese or Korean characters for the trigram index; and CJK
+// runs of two characters, too short for trigrams, in short. Only letters
+// and digits survive, so no FTS5 syntax reaches MATCH.
+func ftsTerms(query string) (words, grams, short []string) {
 	seen := map[string]bool{}
-	addLong := func(t string) {
-		if !seen[t] && len(long) < maxTerms {
+	add := func(list *[]string, t string, max int) {
+		if !seen[t] && len(*list) < max {
 			seen[t] = true
-			long = append(long, t)
-		}
-	}
-	addShort := func(t string) {
-		if !seen[t] && len(short) < maxShortTerms {
-			seen[t] = true
-			short = append(short, t)
+			*list = append(*list, t)
 		}
 	}
 	flush := func(run []rune, cjk bool) {
@@ -296,17 +407,13 @@ func ftsTerms(query string) (long, short []string) {
 		case len(run) == 0:
 		case cjk && len(run) >= 3:
 			for i := 0; i+3 <= len(run); i++ {
-				addLong(string(run[i : i+3]))
+				add(&grams, string(run[i:i+3]), maxTerms)
 			}
-		case cjk:
-			addShort(string(run))
-		default:
-			w := strings.ToLower(string(run))
-			switch {
-			case len(run) >= 3 && !stopwords[w]:
-				addLong(w)
-			case len(run) == 2 && !stopwords[w]:
-				addShort(w)
+		case cjk && len(run) == 2:
+			add(&short, string(run), maxShortTerms)
+		case !cjk:
+			if w := strings.ToLower(string(run)); len(run) >= 2 && !stopwords[w] {
+				add(&words, w, maxTerms)
 			}
 		}
 	}
@@ -325,7 +432,7 @@ func ftsTerms(query string) (long, short []string) {
 		}
 	}
 	flush(run, runCJK)
-	return long, short
+	return words, grams, short
 }
 
 func isCJK(r rune) bool {

@@ -50,15 +50,18 @@ CREATE TABLE session_messages (
 	// pkg/memory: long-term facts per memory scope (a user, or a group
 	// chat). A fact that was corrected keeps its history: the old row points
 	// at its replacement (superseded_by) and deleting the newest deletes the
-	// whole chain (forget). memory_fts is an external-content FTS5 index
-	// with the trigram tokenizer (substring matches, so Chinese works); the
-	// vector index (sqlite-vec, its width set by the embedding model) is
-	// created by pkg/memory at run time. sessions.memory_seq is the last
-	// message compressed into facts.
+	// whole chain (forget). Two external-content FTS5 indexes: memory_words
+	// (unicode61 words, for alphabetic scripts) carries each fact's scope
+	// tag (one token per scope) so a search reads only its scope's postings;
+	// memory_fts (trigram) matches Chinese, Japanese and Korean text, which
+	// has no spaces, as substrings. The vector index (sqlite-vec, its width
+	// set by the embedding model) is created by pkg/memory at run time.
+	// sessions.memory_seq is the last message compressed into facts.
 	{Name: "memory", SQL: `
 CREATE TABLE memory_facts (
 	id            INTEGER PRIMARY KEY AUTOINCREMENT,
 	scope         TEXT    NOT NULL,
+	tag           TEXT    NOT NULL,
 	fact          TEXT    NOT NULL,
 	keywords      TEXT    NOT NULL DEFAULT '',
 	persons       TEXT    NOT NULL DEFAULT '',
@@ -78,17 +81,67 @@ CREATE INDEX memory_facts_superseded ON memory_facts(superseded_by) WHERE supers
 CREATE INDEX memory_facts_unembedded ON memory_facts(id) WHERE embedding IS NULL AND superseded_by IS NULL;
 CREATE VIRTUAL TABLE memory_fts USING fts5(fact, keywords, persons, topic,
 	content='memory_facts', content_rowid='id', tokenize='trigram');
+CREATE VIRTUAL TABLE memory_words USING fts5(tag, fact, keywords, persons, topic,
+	content='memory_facts', content_rowid='id', tokenize='unicode61 remove_diacritics 2');
+CREATE VIRTUAL TABLE memory_words_vocab USING fts5vocab(memory_words, row);
 CREATE TRIGGER memory_facts_ai AFTER INSERT ON memory_facts BEGIN
 	INSERT INTO memory_fts(rowid, fact, keywords, persons, topic) VALUES (new.id, new.fact, new.keywords, new.persons, new.topic);
+	INSERT INTO memory_words(rowid, tag, fact, keywords, persons, topic) VALUES (new.id, new.tag, new.fact, new.keywords, new.persons, new.topic);
 END;
 CREATE TRIGGER memory_facts_ad AFTER DELETE ON memory_facts BEGIN
 	INSERT INTO memory_fts(memory_fts, rowid, fact, keywords, persons, topic) VALUES ('delete', old.id, old.fact, old.keywords, old.persons, old.topic);
+	INSERT INTO memory_words(memory_words, rowid, tag, fact, keywords, persons, topic) VALUES ('delete', old.id, old.tag, old.fact, old.keywords, old.persons, old.topic);
 END;
-CREATE TRIGGER memory_facts_au AFTER UPDATE OF fact, keywords, persons, topic ON memory_facts BEGIN
+CREATE TRIGGER memory_facts_au AFTER UPDATE OF tag, fact, keywords, persons, topic ON memory_facts BEGIN
 	INSERT INTO memory_fts(memory_fts, rowid, fact, keywords, persons, topic) VALUES ('delete', old.id, old.fact, old.keywords, old.persons, old.topic);
 	INSERT INTO memory_fts(rowid, fact, keywords, persons, topic) VALUES (new.id, new.fact, new.keywords, new.persons, new.topic);
+	INSERT INTO memory_words(memory_words, rowid, tag, fact, keywords, persons, topic) VALUES ('delete', old.id, old.tag, old.fact, old.keywords, old.persons, old.topic);
+	INSERT INTO memory_words(rowid, tag, fact, keywords, persons, topic) VALUES (new.id, new.tag, new.fact, new.keywords, new.persons, new.topic);
 END;
 ALTER TABLE sessions ADD COLUMN memory_seq INTEGER NOT NULL DEFAULT 0;`},
+	// pkg/channel/wecom and pkg/pairing: the WeCom inbox (a callback is
+	// acknowledged only once its row is here; dedup_key is the MsgId, or
+	// sender+time+event for events; state 0 pending, 1 done, 2 ignored),
+	// the outbox (replies in order per recipient; state 0 pending, 1 sent,
+	// 2 failed, 3 being sent), and DM pairing (approved users, pending
+	// codes). Times are Unix milliseconds.
+	{Name: "wecom", SQL: `
+CREATE TABLE wecom_inbox (
+	id          INTEGER PRIMARY KEY AUTOINCREMENT,
+	dedup_key   TEXT    NOT NULL UNIQUE,
+	sender      TEXT    NOT NULL,
+	chat_id     TEXT    NOT NULL DEFAULT '',
+	msg_type    TEXT    NOT NULL,
+	content     TEXT    NOT NULL DEFAULT '',
+	raw         TEXT    NOT NULL DEFAULT '',
+	received_at INTEGER NOT NULL,
+	state       INTEGER NOT NULL DEFAULT 0,
+	done_at     INTEGER
+) STRICT;
+CREATE INDEX wecom_inbox_pending ON wecom_inbox(id) WHERE state = 0;
+CREATE TABLE wecom_outbox (
+	id         INTEGER PRIMARY KEY AUTOINCREMENT,
+	to_user    TEXT    NOT NULL,
+	msg_type   TEXT    NOT NULL DEFAULT 'text',
+	content    TEXT    NOT NULL,
+	created_at INTEGER NOT NULL,
+	state      INTEGER NOT NULL DEFAULT 0,
+	attempts   INTEGER NOT NULL DEFAULT 0,
+	next_at    INTEGER NOT NULL DEFAULT 0,
+	last_error TEXT    NOT NULL DEFAULT '',
+	sent_at    INTEGER
+) STRICT;
+CREATE INDEX wecom_outbox_pending ON wecom_outbox(to_user, id) WHERE state IN (0, 3);
+CREATE TABLE pairing_users (
+	user        TEXT    PRIMARY KEY,
+	approved_at INTEGER NOT NULL,
+	approved_by TEXT    NOT NULL DEFAULT ''
+) STRICT;
+CREATE TABLE pairing_codes (
+	code       TEXT    PRIMARY KEY,
+	user       TEXT    NOT NULL UNIQUE,
+	created_at INTEGER NOT NULL
+) STRICT;`},
 }
 
 // SchemaVersion is the version this binary writes.
