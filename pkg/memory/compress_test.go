@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"agent/pkg/llm"
 	"agent/pkg/session"
@@ -270,4 +271,23 @@ func FuzzParseFacts(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestCompressHugeAndEmojiMessages(t *testing.T) {
+	r := newCompressRig(t, nil, `{"facts":[{"fact":"The user sent a very long message 🎉"}]}`)
+	key, _ := session.P2P("wecom", "dave")
+	sess := fill(t, r.ss, key, 41, func(i int) string {
+		return strings.Repeat("🎉 emoji and text ", 20_000) + fmt.Sprint(i) // ~400 KB each
+	})
+	out, err := r.comp.Compress(ctx, sess.ID)
+	if err != nil || len(out.Facts) != 1 {
+		t.Fatalf("%+v %v", out, err)
+	}
+	user := r.llm.request(0)["messages"].([]any)[1].(map[string]any)["content"].(string)
+	if len(user) > 40<<10 {
+		t.Errorf("request transcript is %d bytes; the bound is 24 KiB plus related facts", len(user))
+	}
+	if !utf8.ValidString(user) {
+		t.Error("transcript cut inside a character")
+	}
 }

@@ -527,3 +527,22 @@ func TestSearchAllScopes(t *testing.T) {
 		t.Errorf("Search without a scope: %v", err)
 	}
 }
+
+// FuzzKeywordQuery: any text is a valid search; nothing it contains reaches
+// FTS5 as syntax.
+func FuzzKeywordQuery(f *testing.F) {
+	for _, s := range []string{`"; DROP TABLE memory_facts; --`, `NEAR(a b, 2)`, `tag:x* AND ^y`, "咖啡 ok", "😀 \x00 \xff", `a OR b NOT c`} {
+		f.Add(s)
+	}
+	db := openDB(f)
+	s := New(db.DB(), Config{}, nil, nil)
+	s.Add(context.Background(), "u", Input{Text: "The user likes coffee and 咖啡"})
+	f.Fuzz(func(t *testing.T, q string) {
+		if _, err := s.keywordSearch(context.Background(), "u", q, 5); err != nil {
+			t.Fatalf("keywordSearch(%q): %v", q, err)
+		}
+		if _, err := s.ForgetMatching(context.Background(), "nobody", q); err != nil && !errors.Is(err, ErrInvalid) && !errors.Is(err, ErrNotFound) {
+			t.Fatalf("ForgetMatching(%q): %v", q, err)
+		}
+	})
+}
