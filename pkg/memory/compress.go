@@ -193,6 +193,10 @@ func (c *Compressor) sweep(ctx context.Context) {
 	for _, id := range ids {
 		c.Notify(id)
 	}
+	// Facts stored while the embedder failed get their vectors now.
+	if n, err := c.mem.Backfill(ctx); err != nil && ctx.Err() == nil {
+		c.logger.Warn("embedding stored facts failed", "err", err, "embedded", n)
+	}
 }
 
 // Outcome is what one Compress call did.

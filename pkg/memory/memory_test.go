@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -545,4 +546,29 @@ func FuzzKeywordQuery(f *testing.F) {
 			t.Fatalf("ForgetMatching(%q): %v", q, err)
 		}
 	})
+}
+
+func TestForgetOverwritesTheFile(t *testing.T) {
+	db := openDB(t)
+	s := New(db.DB(), Config{}, nil, nil)
+	secret := "the-vault-combination-is-31-41-59"
+	r := mustAdd(t, s, "u", Input{Text: "The user's " + secret})
+	for i := range 50 { // enough rows that pages get reused, not just truncated
+		mustAdd(t, s, "u", Input{Text: fmt.Sprintf("filler fact number %d with some words", i)})
+	}
+	if _, err := s.Forget(ctx, "u", r.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.DB().Exec(`PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{db.Path(), db.Path() + "-wal"} {
+		b, err := os.ReadFile(f)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(b), secret) {
+			t.Errorf("%s still contains the forgotten fact", f)
+		}
+	}
 }

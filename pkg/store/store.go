@@ -81,7 +81,10 @@ func Open(ctx context.Context, path string, logger *slog.Logger, opts Options) (
 	if opts.ReadOnly {
 		mode = "ro"
 	}
-	dsn := fmt.Sprintf("file:%s?mode=%s&_journal_mode=WAL&_busy_timeout=%d&_foreign_keys=on&_synchronous=NORMAL&_txlock=immediate",
+	// secure_delete: what a user asks the agent to forget is overwritten in
+	// the file, not left in free pages (the WAL keeps old page images only
+	// until its next checkpoint).
+	dsn := fmt.Sprintf("file:%s?mode=%s&_journal_mode=WAL&_busy_timeout=%d&_foreign_keys=on&_synchronous=NORMAL&_txlock=immediate&_secure_delete=on",
 		escapePath(path), mode, busyTimeout.Milliseconds())
 	db, err := sql.Open("sqlite3", dsn)
 	if err != nil {
