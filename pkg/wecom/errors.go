@@ -99,11 +99,9 @@ func (e *netError) Unwrap() error { return e.Err }
 func redact(err error) error {
 	var ue *url.Error
 	if errors.As(err, &ue) {
-		path := ue.URL
+		path := "(url)"
 		if u, perr := url.Parse(ue.URL); perr == nil {
 			path = u.Path
-		} else {
-			path = "(url)"
 		}
 		return &netError{Op: ue.Op + " " + path, Err: redactInner(ue.Err)}
 	}
