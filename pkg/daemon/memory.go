@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"time"
 
 	"agent/pkg/admin"
 	"agent/pkg/memory"
@@ -83,4 +85,30 @@ func (d *Daemon) MemoryForget(ctx context.Context, id int64) (admin.Fact, error)
 	}
 	d.logger.Info("fact forgotten by the operator", "id", f.ID, "scope", f.Scope)
 	return adminFact(f, 0), nil
+}
+
+// memoryMetrics exposes the long-term memory on /metrics.
+func (d *Daemon) memoryMetrics(m *memory.Store) {
+	stat := func(pick func(memory.Stats) int) func() float64 {
+		return func() float64 {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			st, err := m.Stats(ctx, "")
+			if err != nil {
+				return math.NaN()
+			}
+			return float64(pick(st))
+		}
+	}
+	d.metrics.GaugeFunc("agent_memory_facts", "Current long-term memory facts, all users.", nil,
+		stat(func(s memory.Stats) int { return s.Facts }))
+	d.metrics.GaugeFunc("agent_memory_facts_unembedded", "Current facts waiting for a vector.", nil,
+		stat(func(s memory.Stats) int { return s.Unembedded }))
+	d.metrics.GaugeFunc("agent_memory_semantic", "1 when memory retrieval uses vectors (embedding model loaded), 0 when keyword-only.", nil,
+		func() float64 {
+			if m.Semantic() {
+				return 1
+			}
+			return 0
+		})
 }
