@@ -294,7 +294,7 @@ func TestDaemonLifecycle(t *testing.T) {
 	}
 	metrics, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, want := range []string{"process_resident_memory_bytes ", `agent_http_requests_total{code="200",route="GET /healthz"} 1`, `agent_component_ready{component="embedding"} 0`} {
+	for _, want := range []string{"process_resident_memory_bytes ", `agent_http_requests_total{code="200",route="GET /healthz"} 1`, `agent_component_ready{component="embedding"} 0`, "agent_memory_facts 0", "agent_memory_semantic 0"} {
 		if !bytes.Contains(metrics, []byte(want)) {
 			t.Errorf("/metrics lacks %q", want)
 		}

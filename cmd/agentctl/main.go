@@ -43,6 +43,7 @@ commands:
   sessions      list conversations
   memory list [--scope S] [--history] | search [--scope S] QUERY | forget ID
                 long-term memory: list, search (hybrid), forget a fact with its history
+  tools list|reload  MCP servers and their tools; reload re-reads [mcp_servers]
   version       print the version
 `
 
@@ -106,6 +107,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env confi
 		})
 	case "memory":
 		return runMemory(ctx, path, rest, *asJSON, stdout, stderr, env)
+	case "tools":
+		return runTools(ctx, path, rest, *asJSON, stdout, stderr, env)
 	case "version":
 		fmt.Fprintln(stdout, buildinfo.String("agentctl"))
 		return 0

@@ -198,6 +198,7 @@ func Handler(b Backend) http.Handler {
 			writeJSON(w, http.StatusOK, f)
 		}
 	}))
+	registerTools(mux, b)
 	return mux
 }
 

@@ -30,6 +30,7 @@ type brain struct {
 	conv     *conversation.Service
 	memory   *memory.Store
 	compress *memory.Compressor
+	mcp      *mcpTools
 }
 
 // Runner sizing for the 2 GB budget: at most this many turns run at once
@@ -65,6 +66,7 @@ func (d *Daemon) startBrain(cfg *config.Config) (b *brain, err error) {
 		TopK:           cfg.Memory.RetrievalTopK,
 		Location:       cfg.Location(),
 	}, d.logger, d.now)
+	d.memoryMetrics(b.memory)
 	for _, t := range b.memory.Tools() {
 		if err := reg.Register(t); err != nil {
 			return nil, err
@@ -92,6 +94,9 @@ func (d *Daemon) startBrain(cfg *config.Config) (b *brain, err error) {
 		Runner: b.runner, Agent: ag, Sessions: b.sessions, Memory: b.memory, Closed: b.compress.Notify,
 		Model: cfg.LLM.Model, Logger: d.logger,
 	})
+	if err := d.startMCP(b, reg, cfg); err != nil {
+		return nil, fmt.Errorf("mcp: %w", err)
+	}
 	return b, nil
 }
 
@@ -126,6 +131,9 @@ func (b *brain) close(ctx context.Context) error {
 	}
 	if b.compress != nil {
 		errs = append(errs, b.compress.Close(ctx))
+	}
+	if b.mcp != nil {
+		errs = append(errs, b.mcp.close(ctx))
 	}
 	if b.memory != nil {
 		b.memory.Close() // before the models close

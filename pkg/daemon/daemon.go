@@ -428,6 +428,7 @@ func (d *Daemon) Reload(ctx context.Context) error {
 			d.logger.Info("workspace prompt files reloaded", "changed", changed)
 		}
 	}
+	d.applyMCP(ctx, next.MCPServers) // live: the manager restarts only what changed
 	d.mu.Lock()
 	d.cfg = next
 	d.mu.Unlock()

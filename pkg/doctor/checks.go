@@ -74,6 +74,7 @@ func Checks(e Env) []Check {
 		Check{"asr_model", e.checkASR},
 		Check{"llm", e.checkLLM},
 		Check{"wecom", e.checkWeCom},
+		Check{"mcp", e.checkMCP},
 		Check{"daemon", e.checkDaemon},
 		Check{"disk", e.checkDisk},
 		Check{"memory", e.checkMemory},

@@ -1,0 +1,239 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"agent/pkg/admin"
+	"agent/pkg/buildinfo"
+	"agent/pkg/config"
+	"agent/pkg/health"
+	"agent/pkg/mcp"
+	"agent/pkg/tools"
+)
+
+// MCP servers ([mcp_servers]): their tools are published into the agent's
+// registry as SERVER__TOOL. Servers connect in the background and never
+// delay READY; SIGHUP, `agentctl tools reload` and the reload_mcp tool apply
+// a changed [mcp_servers] without a restart.
+
+// ToolReloadMCP is the tool that re-reads [mcp_servers].
+const ToolReloadMCP = "reload_mcp"
+
+// settleTimeout bounds how long a reload waits for servers to connect
+// before it reports their state.
+const (
+	settleTool  = 15 * time.Second // reload_mcp: the model wants the new tools
+	settleAdmin = 5 * time.Second  // agentctl tools reload: under the client's 10 s
+)
+
+// mcpTools is the brain's MCP part: the manager and the registry it
+// publishes into.
+type mcpTools struct {
+	m   *mcp.Manager
+	reg *tools.Registry
+}
+
+// startMCP creates the MCP manager, registers reload_mcp and starts the
+// configured servers in the background.
+func (d *Daemon) startMCP(b *brain, reg *tools.Registry, cfg *config.Config) error {
+	m, err := mcp.New(mcp.Options{
+		Logger:            d.logger,
+		Tools:             reg,
+		ClientVersion:     buildinfo.Version(),
+		TerminateDuration: 2 * time.Second, // shutdown must fit in the unit's stop timeout
+	})
+	if err != nil {
+		return err
+	}
+	b.mcp = &mcpTools{m: m, reg: reg}
+	if err := reg.Register(d.reloadMCPTool()); err != nil {
+		return err
+	}
+	b.mcp.apply(context.Background(), cfg.MCPServers, d.logger)
+	d.checker.Register("mcp", d.checkMCP)
+	return nil
+}
+
+// applyMCP is Reload's part: the running servers follow the new
+// [mcp_servers] (the manager applies the difference).
+func (d *Daemon) applyMCP(ctx context.Context, servers map[string]config.MCPServer) {
+	if t, err := d.mcpTools(); err == nil {
+		t.apply(ctx, servers, d.logger)
+	}
+}
+
+// apply starts, stops and restarts servers to match servers. A server with
+// an unusable config is logged and reported failed; the rest run.
+func (t *mcpTools) apply(ctx context.Context, servers map[string]config.MCPServer, log *slog.Logger) {
+	if err := t.m.Apply(ctx, servers); err != nil {
+		log.Error("mcp servers not started", "err", err)
+	}
+}
+
+func (d *Daemon) mcpTools() (*mcpTools, error) {
+	if d.brain == nil || d.brain.mcp == nil {
+		return nil, fmt.Errorf("the conversation pipeline is unavailable: %v", d.brainErr)
+	}
+	return d.brain.mcp, nil
+}
+
+func (t *mcpTools) close(ctx context.Context) error {
+	done := make(chan error, 1)
+	go func() { done <- t.m.Close() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("mcp servers did not stop in time: %w", ctx.Err())
+	}
+}
+
+// reloadMCP re-reads the configuration file and applies its [mcp_servers].
+// An invalid file leaves the running servers untouched.
+func (d *Daemon) reloadMCP(ctx context.Context) error {
+	t, err := d.mcpTools()
+	if err != nil {
+		return err
+	}
+	cur := d.config()
+	if cur.Path == "" {
+		return errors.New("the configuration was not loaded from a file; nothing to reload")
+	}
+	env := d.opts.Env
+	if env == nil {
+		env = os.LookupEnv
+	}
+	next, _, err := config.Load(cur.Path, env)
+	if err != nil {
+		return fmt.Errorf("the running MCP servers are unchanged: %w", err)
+	}
+	if d.opts.Scrubber != nil {
+		// The new servers' env and header values are secrets too; the rest
+		// of the running config still is until a full reload.
+		d.opts.Scrubber.Set(append(cur.Secrets(), next.Secrets()...))
+	}
+	if err := t.m.Apply(ctx, next.MCPServers); err != nil {
+		return err
+	}
+	d.logger.Info("mcp servers reloaded", "file", cur.Path, "servers", len(next.MCPServers))
+	return nil
+}
+
+// settleMCP waits, at most max, until no server is still connecting, and
+// returns their status.
+func (d *Daemon) settleMCP(ctx context.Context, max time.Duration) []mcp.ServerStatus {
+	t, err := d.mcpTools()
+	if err != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, max)
+	defer cancel()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		st := t.m.Status()
+		if !slices.ContainsFunc(st, func(s mcp.ServerStatus) bool { return s.State == mcp.StateConnecting }) {
+			return st
+		}
+		select {
+		case <-ctx.Done():
+			return t.m.Status()
+		case <-tick.C:
+		}
+	}
+}
+
+func (d *Daemon) reloadMCPTool() tools.Tool {
+	return tools.Tool{
+		Name: ToolReloadMCP,
+		Description: "Re-read the [mcp_servers] section of the agent's configuration file and start, stop or restart " +
+			"MCP servers to match, without restarting the agent. Returns each server's state and number of tools; " +
+			"new tools (named SERVER__TOOL) can be used from the next step.",
+		Handler: func(ctx context.Context, _ tools.Call) (string, error) {
+			if err := d.reloadMCP(ctx); err != nil {
+				return "", fmt.Errorf("reload_mcp: %w", err)
+			}
+			return describeMCP(d.settleMCP(ctx, settleTool)), nil
+		},
+	}
+}
+
+func describeMCP(st []mcp.ServerStatus) string {
+	if len(st) == 0 {
+		return "MCP servers reloaded: none are configured."
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "MCP servers reloaded (%d):", len(st))
+	for _, s := range st {
+		fmt.Fprintf(&b, "\n- %s (%s): %s, %d tools", s.Name, s.Transport, s.State, s.Tools)
+		if s.State != mcp.StateReady && s.LastError != "" {
+			fmt.Fprintf(&b, "; last error: %s", s.LastError)
+		}
+	}
+	return b.String()
+}
+
+// checkMCP is a readiness check, degraded while any server is failing. It
+// is never a liveness check: a broken MCP server must not stop the watchdog.
+func (d *Daemon) checkMCP(context.Context) error {
+	t, err := d.mcpTools()
+	if err != nil {
+		return nil // the conversations check reports it
+	}
+	var failed []string
+	for _, s := range t.m.Status() {
+		if s.State == mcp.StateFailed {
+			failed = append(failed, fmt.Sprintf("%s: %s", s.Name, s.LastError))
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%w: MCP server failing, retrying with backoff: %s", health.ErrDegraded, strings.Join(failed, "; "))
+	}
+	return nil
+}
+
+// Tools implements admin.ToolsBackend.
+func (d *Daemon) Tools(context.Context) (admin.ToolList, error) {
+	t, err := d.mcpTools()
+	if err != nil {
+		return admin.ToolList{}, err
+	}
+	st := t.m.Status()
+	out := admin.ToolList{Servers: make([]admin.ToolServer, 0, len(st))}
+	for _, s := range st {
+		out.Servers = append(out.Servers, admin.ToolServer{Name: s.Name, Transport: s.Transport, State: string(s.State),
+			Tools: s.Tools, LastError: s.LastError, Restarts: s.Restarts})
+	}
+	for _, tool := range t.reg.List("") {
+		out.Tools = append(out.Tools, admin.ToolInfo{Name: tool.Name, Server: serverOf(tool.Name, st)})
+	}
+	return out, nil
+}
+
+// serverOf names the MCP server a registry name belongs to ("" for a
+// built-in tool). Server names cannot contain "__", so the prefix decides.
+func serverOf(name string, servers []mcp.ServerStatus) string {
+	for _, s := range servers {
+		if strings.HasPrefix(name, s.Name+"__") {
+			return s.Name
+		}
+	}
+	return ""
+}
+
+// ReloadTools implements admin.ToolsBackend: like reload_mcp, then waits
+// briefly so that `agentctl tools reload` can show the outcome.
+func (d *Daemon) ReloadTools(ctx context.Context) error {
+	if err := d.reloadMCP(ctx); err != nil {
+		return err
+	}
+	d.settleMCP(ctx, settleAdmin)
+	return nil
+}

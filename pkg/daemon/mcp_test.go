@@ -1,0 +1,189 @@
+package daemon
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"agent/pkg/agent"
+	"agent/pkg/config"
+	"agent/pkg/health"
+	"agent/pkg/tools"
+)
+
+type echoIn struct {
+	Message string `json:"message"`
+}
+
+// mcpHTTPServer is a streamable-HTTP MCP server with one tool, echo.
+func mcpHTTPServer(t *testing.T) string {
+	t.Helper()
+	s := mcp.NewServer(&mcp.Implementation{Name: "web", Version: "1"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "Echoes."},
+		func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "Echo: " + in.Message}}}, nil, nil
+		})
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// closedURL is an http URL nothing listens on.
+func closedURL(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return "http://" + addr + "/mcp"
+}
+
+// mcpDaemon is a Daemon with only the MCP part of the brain, configured
+// from a file the test rewrites.
+type mcpDaemon struct {
+	*Daemon
+	path string
+	reg  *tools.Registry
+}
+
+func newMCPDaemon(t *testing.T, servers string) *mcpDaemon {
+	t.Helper()
+	dir := t.TempDir()
+	m := &mcpDaemon{path: filepath.Join(dir, "config.toml"), reg: tools.NewRegistry()}
+	m.write(t, servers)
+	env := func(string) (string, bool) { return "", false }
+	cfg, _, err := config.Load(m.path, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logger := slog.New(slog.DiscardHandler)
+	m.Daemon = &Daemon{opts: Options{Env: env, Notifier: newFakeNotifier(0)}, logger: logger, now: time.Now, cfg: cfg,
+		checker: health.New(time.Second, nil)}
+	b := &brain{prompt: agent.NewPrompt(dir, logger)}
+	if err := m.startMCP(b, m.reg, cfg); err != nil {
+		t.Fatal(err)
+	}
+	m.brain = b
+	t.Cleanup(func() { b.mcp.close(context.Background()) })
+	return m
+}
+
+func (m *mcpDaemon) write(t *testing.T, servers string) {
+	t.Helper()
+	body := "[server]\nlisten = \"127.0.0.1:0\"\n[agent]\nstate_dir = \"var\"\n" + servers
+	if err := os.WriteFile(m.path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (m *mcpDaemon) reloadTool(t *testing.T) (string, error) {
+	t.Helper()
+	return m.reg.Run(context.Background(), ToolReloadMCP, tools.Call{Args: []byte(`{}`)})
+}
+
+func (m *mcpDaemon) mcpCheck(t *testing.T) health.Result {
+	t.Helper()
+	rep := m.checker.Run(context.Background())
+	if !rep.Alive {
+		t.Errorf("an MCP problem made the daemon not alive: %+v", rep.Checks)
+	}
+	for _, c := range rep.Checks {
+		if c.Name == "mcp" {
+			return c
+		}
+	}
+	t.Fatal("no mcp health check")
+	return health.Result{}
+}
+
+func httpServer(name, url string) string {
+	return "[mcp_servers." + name + "]\ntransport = \"http\"\nurl = \"" + url + "\"\n"
+}
+
+func TestReloadMCPTool(t *testing.T) {
+	web := httpServer("web", mcpHTTPServer(t))
+	d := newMCPDaemon(t, web)
+	out, err := d.reloadTool(t) // unchanged file: the server stays, reported ready
+	if err != nil || !strings.Contains(out, "web (http): ready, 1 tools") {
+		t.Fatalf("reload_mcp = %q, %v", out, err)
+	}
+	if got, err := d.reg.Run(context.Background(), "web__echo", tools.Call{Args: []byte(`{"message":"hi"}`)}); err != nil || got != "Echo: hi" {
+		t.Fatalf("web__echo = %q, %v", got, err)
+	}
+	if c := d.mcpCheck(t); c.Status != health.OK {
+		t.Errorf("mcp check with a ready server = %+v", c)
+	}
+	list, err := d.Tools(context.Background())
+	if err != nil || len(list.Servers) != 1 || list.Servers[0].State != "ready" || list.Servers[0].Tools != 1 {
+		t.Fatalf("Tools = %+v, %v", list, err)
+	}
+	servers := map[string]string{}
+	for _, tool := range list.Tools {
+		servers[tool.Name] = tool.Server
+	}
+	if s, ok := servers["web__echo"]; !ok || s != "web" {
+		t.Errorf("web__echo listed with server %q (%v)", s, ok)
+	}
+	if s, ok := servers[ToolReloadMCP]; !ok || s != "" {
+		t.Errorf("reload_mcp listed with server %q (%v)", s, ok)
+	}
+
+	// A server added to the file starts; one that cannot connect is failed
+	// and makes health degraded, never failing.
+	d.write(t, web+httpServer("down", closedURL(t)))
+	out, err = d.reloadTool(t)
+	if err != nil || !strings.Contains(out, "down (http): failed, 0 tools; last error: ") || !strings.Contains(out, "web (http): ready") {
+		t.Fatalf("reload_mcp with a dead server = %q, %v", out, err)
+	}
+	if c := d.mcpCheck(t); c.Status != health.Degraded || !strings.Contains(c.Detail, "down: ") {
+		t.Errorf("mcp check with a failed server = %+v", c)
+	}
+
+	// A broken file changes nothing and says why.
+	d.write(t, "[mcp_servers.web]\ntransport = \"carrier-pigeon\"\n")
+	if out, err = d.reloadTool(t); err == nil || !strings.Contains(err.Error(), "unchanged") || !strings.Contains(err.Error(), "mcp_servers.web.transport") {
+		t.Fatalf("reload_mcp with a broken file = %q, %v", out, err)
+	}
+	if _, ok := d.reg.Get("web__echo"); !ok {
+		t.Fatal("a broken file removed the running server's tools")
+	}
+
+	// agentctl tools reload: removed servers stop and their tools go.
+	d.write(t, "")
+	if err := d.ReloadTools(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := d.reg.Get("web__echo"); ok {
+		t.Error("web__echo still registered after its server was removed")
+	}
+	if list, _ := d.Tools(context.Background()); len(list.Servers) != 0 {
+		t.Errorf("servers after removal: %+v", list.Servers)
+	}
+	if c := d.mcpCheck(t); c.Status != health.OK {
+		t.Errorf("mcp check with no servers = %+v", c)
+	}
+	if out, err := d.reloadTool(t); err != nil || out != "MCP servers reloaded: none are configured." {
+		t.Errorf("reload_mcp with none = %q, %v", out, err)
+	}
+
+	// SIGHUP (Daemon.Reload) applies [mcp_servers] live too.
+	d.write(t, web)
+	if err := d.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	d.settleMCP(context.Background(), 10*time.Second)
+	if _, ok := d.reg.Get("web__echo"); !ok {
+		t.Error("web__echo not registered after a reload added its server")
+	}
+}
