@@ -27,6 +27,8 @@ echo "bench: memory" >&2
 "$go" test -tags "$tags" -run '^$' -bench 'CachedBlock' -benchtime 2000x ./pkg/memory/ >> "$tmp/mem.txt" 2>&1 || { cat "$tmp/mem.txt"; exit 1; }
 "$go" test -tags "$tags" -run '^$' -bench 'Compression' -benchtime 20x ./pkg/memory/ >> "$tmp/mem.txt" 2>&1 || { cat "$tmp/mem.txt"; exit 1; }
 "$go" test -tags "$tags" -run '^$' -bench 'RSSGrowth100k' -benchtime 1x ./pkg/memory/ >> "$tmp/mem.txt" 2>&1 || { cat "$tmp/mem.txt"; exit 1; }
+echo "bench: mcp" >&2
+"$go" test -tags "$tags" -run '^$' -bench 'CallOverhead' -benchtime 2000x ./pkg/mcp/ > "$tmp/mcp.txt" 2>&1 || { cat "$tmp/mcp.txt"; exit 1; }
 echo "bench: daemon start-up and RSS" >&2
 "$go" run ./scripts/measure -bin bin/agent -models testdata/models > "$tmp/measure.txt"
 
@@ -109,6 +111,15 @@ cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)
   echo "| benchmark | time/op | metrics |"
   echo "|---|---|---|"
   bench_rows "$tmp/mem.txt"
+  echo
+  echo "## MCP tool call (target: our client's overhead over a raw JSON-RPC exchange <= 1 ms p50)"
+  echo
+  echo "manager = a tools/call through pkg/mcp (the official Go SDK client, result mapping, caps) to a stdio server;"
+  echo "raw = the same tools/call written by hand as JSON-RPC over the same kind of pipe to the same server. Means per call."
+  echo
+  echo "| benchmark | time/op | metrics |"
+  echo "|---|---|---|"
+  bench_rows "$tmp/mcp.txt"
   echo
   echo "## Agent loop overhead (40-message session, one tool step + answer, in-process fake LLM, real SQLite; target: <= 2 ms p99 per step)"
   echo
