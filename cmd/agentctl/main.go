@@ -44,6 +44,10 @@ commands:
   memory list [--scope S] [--history] | search [--scope S] QUERY | forget ID
                 long-term memory: list, search (hybrid), forget a fact with its history
   tools list|reload  MCP servers and their tools; reload re-reads [mcp_servers]
+  pair list | approve CODE | revoke USER
+                DM pairing: strangers waiting with a code, approved users
+  jobs list | add --owner USER (--cron SPEC | --at TIME) [--prompt] TEXT | rm ID
+                scheduled jobs: list all, add one, remove one
   version       print the version
 `
 
@@ -109,6 +113,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env confi
 		return runMemory(ctx, path, rest, *asJSON, stdout, stderr, env)
 	case "tools":
 		return runTools(ctx, path, rest, *asJSON, stdout, stderr, env)
+	case "pair":
+		return runPair(ctx, path, rest, *asJSON, stdout, stderr, env)
+	case "jobs":
+		return runJobs(ctx, path, rest, *asJSON, stdout, stderr, env)
 	case "version":
 		fmt.Fprintln(stdout, buildinfo.String("agentctl"))
 		return 0

@@ -199,6 +199,8 @@ func Handler(b Backend) http.Handler {
 		}
 	}))
 	registerTools(mux, b)
+	registerPairing(mux, b)
+	registerJobs(mux, b)
 	return mux
 }
 

@@ -31,6 +31,7 @@ type brain struct {
 	memory   *memory.Store
 	compress *memory.Compressor
 	mcp      *mcpTools
+	sched    *schedPart // pkg/daemon/scheduler.go
 }
 
 // Runner sizing for the 2 GB budget: at most this many turns run at once
@@ -97,6 +98,9 @@ func (d *Daemon) startBrain(cfg *config.Config) (b *brain, err error) {
 	if err := d.startMCP(b, reg, cfg); err != nil {
 		return nil, fmt.Errorf("mcp: %w", err)
 	}
+	if err := d.startScheduler(b, reg, cfg); err != nil {
+		return nil, fmt.Errorf("scheduler: %w", err)
+	}
 	return b, nil
 }
 
@@ -126,6 +130,7 @@ func (d *Daemon) attachEmbedder(ctx context.Context) {
 
 func (b *brain) close(ctx context.Context) error {
 	var errs []error
+	errs = append(errs, b.sched.close(ctx)) // before the runner: llm_task turns use it
 	if b.runner != nil {
 		errs = append(errs, b.runner.Close(ctx))
 	}
@@ -144,9 +149,12 @@ func (b *brain) close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// sendOut delivers a message the model asked to send to someone. No
-// outbound channel is connected yet (WeCom lands with its own issue).
+// sendOut delivers a message the model asked to send to someone: WeCom
+// through its outbox (pkg/daemon/wecom.go); no other channel is connected.
 func (d *Daemon) sendOut(ctx context.Context, channel, to, text string) error {
+	if channel == "wecom" {
+		return d.sendWeCom(ctx, to, text)
+	}
 	return fmt.Errorf("channel %q is not connected on this agent", channel)
 }
 

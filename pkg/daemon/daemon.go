@@ -74,6 +74,7 @@ type Daemon struct {
 
 	brain    *brain // nil when the pipeline could not start (brainErr says why)
 	brainErr error
+	wecom    *wecomChannel // nil unless wecom.enabled
 
 	serveErr chan error
 	httpAddr string
@@ -163,6 +164,8 @@ func (d *Daemon) run(ctx context.Context) error {
 	} else {
 		d.brain = b
 	}
+	d.startWeCom(cfg)
+	d.runScheduler() // after the channels: a job due now finds them connected
 
 	runCtx, stop := context.WithCancel(context.Background())
 	defer stop()
@@ -239,6 +242,7 @@ loop:
 		d.logger.Warn("http shutdown incomplete, closing connections", "err", err)
 		httpSrv.Close()
 	}
+	d.stopWeCom(shutCtx) // before the runner: turns in flight stay pending
 	if d.brain != nil {
 		if err := d.brain.close(shutCtx); err != nil {
 			d.logger.Warn("conversations did not stop cleanly", "err", err)

@@ -142,6 +142,56 @@ CREATE TABLE pairing_codes (
 	user       TEXT    NOT NULL UNIQUE,
 	created_at INTEGER NOT NULL
 ) STRICT;`},
+	// pkg/scheduler: cron and one-shot jobs (times in Unix milliseconds;
+	// slot_at is the scheduled time of the next run, due_at when it is
+	// attempted: later than slot_at while a one-shot backs off). A run is
+	// claimed in sched_runs before its action starts, so a slot never runs
+	// twice, also across a crash. error_log keeps the daemon's recent
+	// warnings and errors (bounded) for self_check.
+	{Name: "scheduler", SQL: `
+CREATE TABLE sched_jobs (
+	id          INTEGER PRIMARY KEY AUTOINCREMENT,
+	owner       TEXT    NOT NULL,
+	channel     TEXT    NOT NULL,
+	recipient   TEXT    NOT NULL,
+	name        TEXT    NOT NULL DEFAULT '',
+	kind        TEXT    NOT NULL,
+	spec        TEXT    NOT NULL,
+	tz          TEXT    NOT NULL,
+	action      TEXT    NOT NULL,
+	payload     TEXT    NOT NULL,
+	state       TEXT    NOT NULL DEFAULT 'active',
+	created_at  INTEGER NOT NULL,
+	updated_at  INTEGER NOT NULL,
+	slot_at     INTEGER,
+	due_at      INTEGER,
+	last_run_at INTEGER,
+	last_status TEXT    NOT NULL DEFAULT '',
+	last_error  TEXT    NOT NULL DEFAULT '',
+	failures    INTEGER NOT NULL DEFAULT 0,
+	runs        INTEGER NOT NULL DEFAULT 0
+) STRICT;
+CREATE INDEX sched_jobs_owner ON sched_jobs(owner, state);
+CREATE INDEX sched_jobs_due ON sched_jobs(due_at) WHERE state = 'active';
+CREATE TABLE sched_runs (
+	job_id      INTEGER NOT NULL REFERENCES sched_jobs(id) ON DELETE CASCADE,
+	slot        INTEGER NOT NULL,
+	started_at  INTEGER NOT NULL,
+	finished_at INTEGER,
+	status      TEXT    NOT NULL,
+	attempts    INTEGER NOT NULL DEFAULT 1,
+	error       TEXT    NOT NULL DEFAULT '',
+	PRIMARY KEY (job_id, slot)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX sched_runs_started ON sched_runs(started_at);
+CREATE TABLE error_log (
+	id        INTEGER PRIMARY KEY AUTOINCREMENT,
+	at        INTEGER NOT NULL,
+	level     TEXT    NOT NULL,
+	component TEXT    NOT NULL DEFAULT '',
+	msg       TEXT    NOT NULL,
+	attrs     TEXT    NOT NULL DEFAULT ''
+) STRICT;`},
 }
 
 // SchemaVersion is the version this binary writes.

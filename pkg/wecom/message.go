@@ -52,6 +52,7 @@ type Message struct {
 	MsgType      string   `xml:"MsgType"`
 	Content      string   `xml:"Content,omitempty"`
 	MsgID        string   `xml:"MsgId,omitempty"`
+	ChatID       string   `xml:"ChatId,omitempty"` // group chat the message came from, if any
 	PicURL       string   `xml:"PicUrl,omitempty"`
 	MediaID      string   `xml:"MediaId,omitempty"`
 	Format       string   `xml:"Format,omitempty"` // voice: amr or speex

@@ -1,0 +1,176 @@
+package wecom
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	wx "agent/pkg/wecom"
+)
+
+// DefaultMaxSkew bounds how far a callback's timestamp may be from the
+// local clock. WeCom retries within seconds; a larger gap is a replay (or a
+// badly wrong clock, which the log names).
+const DefaultMaxSkew = 5 * time.Minute
+
+// persistTimeout bounds storing one message; WeCom gives up after 5 s.
+const persistTimeout = 3 * time.Second
+
+// Handler serves GET and POST /wecom/callback.
+type Handler struct {
+	Crypto  *wx.Crypto
+	Inbox   *Inbox
+	Clock   Clock         // RealClock when nil
+	MaxSkew time.Duration // DefaultMaxSkew when zero
+	Logger  *slog.Logger  // discarded when nil
+	// Stored is called after a new message is persisted (wakes the
+	// processor). It must not block.
+	Stored func()
+}
+
+func (h *Handler) clock() Clock {
+	if h.Clock != nil {
+		return h.Clock
+	}
+	return RealClock
+}
+
+func (h *Handler) log() *slog.Logger {
+	if h.Logger != nil {
+		return h.Logger
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.Method {
+	case http.MethodGet:
+		h.verify(w, r)
+	case http.MethodPost:
+		h.receive(w, r)
+	default:
+		w.Header().Set("Allow", "GET, POST")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+	}
+}
+
+// verify answers WeCom's URL verification with the bare decrypted echostr.
+func (h *Handler) verify(w http.ResponseWriter, r *http.Request) {
+	q, err := wx.ParseQuery(r.URL.RawQuery)
+	if err != nil || q.MsgSignature == "" || q.EchoStr == "" {
+		h.log().Warn("wecom url verification: bad query", "remote", r.RemoteAddr)
+		http.Error(w, "bad request", http.StatusBadRequest)
+		return
+	}
+	plain, err := h.Crypto.VerifyURL(q.MsgSignature, q.Timestamp, q.Nonce, q.EchoStr)
+	if err != nil {
+		code := status(err)
+		h.log().Warn("wecom url verification refused", "remote", r.RemoteAddr, "code", code, "err", err)
+		http.Error(w, http.StatusText(code), code)
+		return
+	}
+	h.log().Info("wecom url verification answered", "remote", r.RemoteAddr)
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Write(plain)
+}
+
+// receive checks, decrypts and persists a message, then acknowledges it.
+func (h *Handler) receive(w http.ResponseWriter, r *http.Request) {
+	q, err := wx.ParseQuery(r.URL.RawQuery)
+	if err != nil || q.MsgSignature == "" {
+		h.refuse(w, r, http.StatusBadRequest, "bad query", err)
+		return
+	}
+	body, err := wx.ReadBody(http.MaxBytesReader(w, r.Body, wx.MaxBodyBytes+1))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.Is(err, wx.ErrTooLarge) || errors.As(err, &mbe) {
+			h.refuse(w, r, http.StatusRequestEntityTooLarge, "body too large", err)
+			return
+		}
+		h.refuse(w, r, http.StatusBadRequest, "read body", err)
+		return
+	}
+	env, err := wx.ParseEnvelope(body)
+	if err != nil {
+		h.refuse(w, r, status(err), "bad envelope", err)
+		return
+	}
+	// The signature before anything else, then the timestamp, then the
+	// decryption (which checks the signature again; it is cheap).
+	want := h.Crypto.Signature(q.Timestamp, q.Nonce, env.Encrypt)
+	if subtle.ConstantTimeCompare([]byte(strings.ToLower(q.MsgSignature)), []byte(want)) != 1 {
+		h.refuse(w, r, http.StatusForbidden, "bad signature", wx.ErrSignature)
+		return
+	}
+	skew := h.MaxSkew
+	if skew <= 0 {
+		skew = DefaultMaxSkew
+	}
+	if err := wx.CheckTimestamp(q.Timestamp, h.clock().Now(), skew); err != nil {
+		h.refuse(w, r, http.StatusForbidden, "timestamp out of range (replay, or is the clock wrong?)", err)
+		return
+	}
+	m, err := h.Crypto.DecryptMessage(q.MsgSignature, q.Timestamp, q.Nonce, body)
+	if err != nil {
+		h.refuse(w, r, status(err), "cannot decrypt", err)
+		return
+	}
+	if !Known(m.MsgType) {
+		h.log().Warn("wecom message of unknown type ignored", "type", truncate(m.MsgType, 32), "from", m.FromUserName)
+		ack(w)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), persistTimeout)
+	defer cancel()
+	fresh, err := h.Inbox.Put(ctx, m)
+	if err != nil {
+		// No acknowledgement: WeCom retries, and the retry may succeed.
+		h.log().Error("wecom message not stored; WeCom will retry", "key", m.DedupKey(), "err", err)
+		http.Error(w, "temporarily unavailable", http.StatusServiceUnavailable)
+		return
+	}
+	if !fresh {
+		h.log().Debug("wecom duplicate acknowledged", "key", m.DedupKey())
+		ack(w)
+		return
+	}
+	h.log().Debug("wecom message stored", "key", m.DedupKey(), "type", m.MsgType, "from", m.FromUserName)
+	ack(w)
+	if h.Stored != nil {
+		h.Stored()
+	}
+}
+
+func ack(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Write([]byte("success"))
+}
+
+func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, code int, what string, err error) {
+	h.log().Warn("wecom callback refused", "remote", r.RemoteAddr, "code", code, "reason", what, "err", err)
+	http.Error(w, http.StatusText(code), code)
+}
+
+// status maps a protocol error to an HTTP status.
+func status(err error) int {
+	switch {
+	case errors.Is(err, wx.ErrSignature), errors.Is(err, wx.ErrTimestamp):
+		return http.StatusForbidden
+	case errors.Is(err, wx.ErrTooLarge):
+		return http.StatusRequestEntityTooLarge
+	}
+	return http.StatusBadRequest
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}

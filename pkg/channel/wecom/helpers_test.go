@@ -1,0 +1,275 @@
+package wecom
+
+import (
+	"context"
+	"database/sql"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"agent/pkg/conversation"
+	"agent/pkg/pairing"
+	"agent/pkg/store"
+	wx "agent/pkg/wecom"
+	"agent/pkg/wecom/wecomtest"
+)
+
+// The official sample's application (wecom-vectors.md).
+const (
+	testToken  = "QDG6eK"
+	testAESKey = "jWmYm7qr5nMoAUwZRjGtBxmz3KA1tkAj3ykkR6q2B2C"
+	testCorpID = "wx5823bf96d3bd56c7"
+	testAgent  = 1000002
+)
+
+func openStore(dir string) (*store.Store, error) {
+	return store.Open(context.Background(), filepath.Join(dir, store.FileName), nil, store.Options{})
+}
+
+func mustCrypto(tb testing.TB) *wx.Crypto {
+	tb.Helper()
+	c, err := wx.NewCrypto(testToken, testAESKey, testCorpID)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return c
+}
+
+// fakeClock is a settable clock whose timers fire on Advance.
+type fakeClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	timers []fakeTimer
+}
+
+type fakeTimer struct {
+	at time.Time
+	ch chan time.Time
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{now: time.Unix(1_700_000_000, 0)} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) After(d time.Duration) <-chan time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := make(chan time.Time, 1)
+	if d <= 0 {
+		ch <- c.now
+		return ch
+	}
+	c.timers = append(c.timers, fakeTimer{at: c.now.Add(d), ch: ch})
+	return ch
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	keep := c.timers[:0]
+	for _, t := range c.timers {
+		if !t.at.After(c.now) {
+			t.ch <- c.now
+			continue
+		}
+		keep = append(keep, t)
+	}
+	c.timers = keep
+}
+
+// eventually polls cond, advancing the fake clock by step each time, until
+// it holds or a real-time deadline passes (a hung test, not a timing
+// assertion).
+func eventually(t *testing.T, clk *fakeClock, step time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		if clk != nil && step > 0 {
+			clk.Advance(step)
+		}
+		time.Sleep(2 * time.Millisecond) // poll interval
+	}
+}
+
+// fakeConv answers each turn with answer(text) and records the inbound
+// messages.
+type fakeConv struct {
+	mu     sync.Mutex
+	turns  []conversation.Inbound
+	answer func(text string) []string
+}
+
+func (f *fakeConv) Handle(ctx context.Context, in conversation.Inbound, reply conversation.Reply) (<-chan struct{}, error) {
+	f.mu.Lock()
+	f.turns = append(f.turns, in)
+	answer := f.answer
+	f.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		out := []string{"echo: " + in.Text}
+		if answer != nil {
+			out = answer(in.Text)
+		}
+		for _, r := range out {
+			reply(ctx, r)
+		}
+	}()
+	return done, nil
+}
+
+func (f *fakeConv) Turns() []conversation.Inbound {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]conversation.Inbound(nil), f.turns...)
+}
+
+// rig is a channel on a temporary database with a fake API and a fake
+// conversation.
+type rig struct {
+	t       *testing.T
+	path    string
+	st      *store.Store
+	db      *sql.DB
+	clock   *fakeClock
+	api     *wecomtest.Server
+	client  *wx.Client
+	crypto  *wx.Crypto
+	conv    *fakeConv
+	inbox   *Inbox
+	outbox  *Outbox
+	proc    *Processor
+	handler *Handler
+	policy  atomic.Pointer[pairing.Policy]
+	cancel  context.CancelFunc
+	done    chan struct{}
+	nonce   int
+}
+
+func newRig(t *testing.T, path string) *rig {
+	t.Helper()
+	if path == "" {
+		path = filepath.Join(t.TempDir(), store.FileName)
+	}
+	r := &rig{t: t, path: path, clock: newFakeClock(), conv: &fakeConv{}}
+	r.api = wecomtest.NewServer(testCorpID, "secret", testAgent)
+	t.Cleanup(r.api.Close)
+	r.client = r.api.NewClient()
+	r.client.MaxAttempts = 2
+	var err error
+	r.crypto, err = wx.NewCrypto(testToken, testAESKey, testCorpID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.policy.Store(&pairing.Policy{Mode: pairing.Open})
+	r.open()
+	return r
+}
+
+// open (re)opens the database and builds the channel on it.
+func (r *rig) open() {
+	r.t.Helper()
+	st, err := store.Open(context.Background(), r.path, nil, store.Options{})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.st, r.db = st, st.DB()
+	r.inbox = NewInbox(r.db, r.clock)
+	r.outbox = NewOutbox(r.db, OutboxConfig{API: r.client, Clock: r.clock})
+	r.proc = NewProcessor(ProcessorConfig{
+		Inbox: r.inbox, Outbox: r.outbox, Conversation: r.conv, Pairing: pairing.New(r.db, r.clock.Now),
+		Policy: func() pairing.Policy { return *r.policy.Load() }, Debounce: 3 * time.Second, Clock: r.clock,
+	})
+	r.handler = &Handler{Crypto: r.crypto, Inbox: r.inbox, Clock: r.clock, Stored: r.proc.Wake}
+	r.t.Cleanup(r.close)
+}
+
+// start runs the processor and the outbox sender.
+func (r *rig) start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel, r.done = cancel, make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); r.proc.Run(ctx) }()
+	go func() { defer wg.Done(); r.outbox.Run(ctx) }()
+	go func() { wg.Wait(); close(r.done) }()
+}
+
+func (r *rig) stop() {
+	if r.cancel != nil {
+		r.cancel()
+		<-r.done
+		r.cancel = nil
+	}
+}
+
+func (r *rig) close() {
+	r.stop()
+	if r.st != nil {
+		r.st.Close()
+		r.st = nil
+	}
+}
+
+// post delivers msg as WeCom would and returns the status and body.
+func (r *rig) post(msg *wx.Message) (int, string) {
+	r.t.Helper()
+	r.nonce++
+	ts := strconv.FormatInt(r.clock.Now().Unix(), 10)
+	req, err := wecomtest.CallbackRequest(r.crypto, "http://agent/wecom/callback", msg, ts, strconv.Itoa(r.nonce))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return r.serve(req)
+}
+
+func (r *rig) serve(req *http.Request) (int, string) {
+	rec := httptest.NewRecorder()
+	r.handler.ServeHTTP(rec, req)
+	return rec.Code, rec.Body.String()
+}
+
+func text(from, id, content string) *wx.Message {
+	return &wx.Message{ToUserName: testCorpID, FromUserName: from, CreateTime: 1_700_000_000, MsgType: wx.MsgText,
+		Content: content, MsgID: id, AgentID: testAgent}
+}
+
+func (r *rig) count(query string, args ...any) int {
+	r.t.Helper()
+	var n int
+	if err := r.db.QueryRow(query, args...).Scan(&n); err != nil {
+		r.t.Fatal(err)
+	}
+	return n
+}
+
+func (r *rig) sentTo(user string) []string {
+	var out []string
+	for _, m := range r.api.Messages() {
+		if m.ToUser == user {
+			out = append(out, m.Content)
+		}
+	}
+	return out
+}
+
+// ok posts msg and insists on the acknowledgement.
+func (r *rig) ok(msg *wx.Message) {
+	r.t.Helper()
+	if code, body := r.post(msg); code != http.StatusOK || body != "success" {
+		r.t.Fatalf("callback answered %d %q, want 200 success", code, body)
+	}
+}

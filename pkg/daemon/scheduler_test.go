@@ -1,0 +1,50 @@
+package daemon
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"agent/pkg/admin"
+)
+
+func TestJobsThroughAdminAPI(t *testing.T) {
+	cfg := testConfig(t)
+	n := newFakeNotifier(0)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, Options{Config: cfg, Notifier: n}) }()
+	n.waitFor(t, "READY=1", 1)
+	c := admin.NewClient(cfg.Server.AdminSocket)
+
+	j, err := c.AddJob(ctx, admin.JobSpec{Owner: "wecom:alice", Cron: "0 9 * * 1", TZ: "Asia/Shanghai", Text: "weekly summary"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.ID == 0 || j.Channel != "wecom" || j.To != "alice" || j.Next.IsZero() || j.State != "active" {
+		t.Fatalf("added %+v", j)
+	}
+	if _, err := c.AddJob(ctx, admin.JobSpec{Owner: "wecom:alice", Cron: "0 0 30 2 *", Text: "never"}); err == nil || !strings.Contains(err.Error(), "never fires") {
+		t.Fatalf("never-firing cron: %v", err)
+	}
+	if _, err := c.AddJob(ctx, admin.JobSpec{Owner: "alice", At: "2099-01-01T00:00", Text: "x"}); err == nil || !strings.Contains(err.Error(), "user scope") {
+		t.Fatalf("owner without channel: %v", err)
+	}
+	list, err := c.Jobs(ctx)
+	if err != nil || len(list) != 1 || list[0].Payload != "weekly summary" {
+		t.Fatalf("list: %+v %v", list, err)
+	}
+	if _, err := c.RemoveJob(ctx, j.ID+100); err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Fatalf("remove unknown: %v", err)
+	}
+	if _, err := c.RemoveJob(ctx, j.ID); err != nil {
+		t.Fatal(err)
+	}
+	if list, _ := c.Jobs(ctx); len(list) != 0 {
+		t.Fatalf("after rm: %+v", list)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,68 @@
+package pairing
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"agent/pkg/store"
+)
+
+func TestDecide(t *testing.T) {
+	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), store.FileName), nil, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	s := New(st.DB(), nil)
+	ctx := context.Background()
+	p := Policy{Mode: Pairing, AllowFrom: []string{"wecom:ann"}, Owners: []string{"wecom:boss"}}
+	for _, tc := range []struct {
+		p           Policy
+		user, group string
+		want        Verdict
+	}{
+		{p, "wecom:ann", "", Allow},
+		{p, "wecom:boss", "", Allow},
+		{Policy{Mode: Allowlist, AllowFrom: []string{"wecom:ann"}}, "wecom:zed", "", Deny},
+		{Policy{Mode: Allowlist, AllowFrom: []string{"*"}}, "wecom:zed", "", Allow},
+		{Policy{Mode: Open}, "wecom:zed", "group:wecom:c", Allow},
+		{Policy{Mode: Closed, AllowFrom: []string{"*"}}, "wecom:ann", "", Deny},
+		{p, "wecom:ann", "group:wecom:c", Deny},
+		{Policy{Mode: Pairing, AllowFrom: []string{"group:wecom:c"}}, "wecom:zed", "group:wecom:c", Allow},
+	} {
+		if v, _, err := s.Decide(ctx, nil, tc.p, tc.user, tc.group); err != nil || v != tc.want {
+			t.Errorf("%+v %s %s: %v %v, want %v", tc.p, tc.user, tc.group, v, err, tc.want)
+		}
+	}
+	v, code, err := s.Decide(ctx, nil, p, "wecom:zed", "")
+	if err != nil || v != NewCode || len(code) != 8 || !strings.Contains(CodeText(code), code) {
+		t.Fatalf("stranger: %v %q %v", v, code, err)
+	}
+	if v, again, _ := s.Decide(ctx, nil, p, "wecom:zed", ""); v != Waiting || again != code {
+		t.Fatalf("second message: %v %q", v, again)
+	}
+	if _, err := s.Approve(ctx, "NOPE1234", "t"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("unknown code: %v", err)
+	}
+	if e, err := s.Approve(ctx, strings.ToLower(code), "op"); err != nil || e.User != "wecom:zed" {
+		t.Fatalf("approve: %+v %v", e, err)
+	}
+	if v, _, _ := s.Decide(ctx, nil, p, "wecom:zed", ""); v != Allow {
+		t.Fatalf("approved user: %v", v)
+	}
+	if list, _ := s.List(ctx); len(list) != 1 || !list[0].Approved || list[0].By != "op" {
+		t.Fatalf("list %+v", list)
+	}
+	if _, err := s.Revoke(ctx, "wecom:zed"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Revoke(ctx, "wecom:zed"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("revoke twice: %v", err)
+	}
+	if v, _, _ := s.Decide(ctx, nil, p, "wecom:zed", ""); v != NewCode {
+		t.Fatalf("revoked user: %v", v)
+	}
+}
