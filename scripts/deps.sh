@@ -65,7 +65,7 @@ case $(uname -m) in
   *) echo "deps: unsupported machine $(uname -m) (amd64 and arm64 are)" >&2; exit 1 ;;
 esac
 
-apt_packages=(cmake build-essential pkg-config libsqlite3-dev sqlite3 ffmpeg espeak-ng sox
+apt_packages=(cmake build-essential pkg-config libsqlite3-dev sqlite3 ffmpeg espeak-ng sox chromium
   bubblewrap nodejs npm curl ca-certificates)
 # Cross-building for the Jetson from an x86 machine, and running the result.
 [ "$host_arch" = amd64 ] && apt_packages+=(gcc-aarch64-linux-gnu g++-aarch64-linux-gnu

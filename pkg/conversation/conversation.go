@@ -36,6 +36,13 @@ type Inbound struct {
 	ChatID   string
 	ThreadID string
 	Text     string
+	// Images are image parts (llm.ImagePart) given to the model with Text
+	// (a channel sets them only when llm.vision is on).
+	Images []llm.Part
+	// Stream, when set, asks the model for a streamed reply and gets its
+	// text fragments as they arrive (voice); the whole reply still goes
+	// to Reply.
+	Stream func(fragment string)
 }
 
 // Reply delivers one message to the user who wrote the inbound message.
@@ -159,6 +166,16 @@ func (s *Service) turn(ctx context.Context, key session.Key, in Inbound, reply R
 			}
 		}
 	}
+	if in.Stream != nil {
+		verboseEmit := emit
+		emit = func(e agent.Event) {
+			if e.Kind == agent.EventText {
+				in.Stream(e.Text)
+			} else if verboseEmit != nil {
+				verboseEmit(e)
+			}
+		}
+	}
 	var once sync.Once
 	ctx = llm.WithRetryNotice(ctx, func(int, time.Duration, error) {
 		once.Do(func() { s.send(ctx, reply, RetryingText) })
@@ -166,6 +183,7 @@ func (s *Service) turn(ctx context.Context, key session.Key, in Inbound, reply R
 	start := time.Now()
 	out, err := s.d.Agent.Turn(ctx, agent.Input{
 		Key: key, User: in.Sender, Channel: in.Channel, Profile: profile, Text: text, Verbose: verbose,
+		Stream: in.Stream != nil, Images: in.Images,
 	}, emit)
 	userID := in.Channel + ":" + in.Sender
 	s.usage.Add(userID, out.Usage)

@@ -19,6 +19,7 @@ import (
 
 	"agent/pkg/admin"
 	"agent/pkg/buildinfo"
+	"agent/pkg/channel/voice"
 	"agent/pkg/config"
 	"agent/pkg/health"
 	"agent/pkg/logging"
@@ -75,6 +76,7 @@ type Daemon struct {
 	brain    *brain // nil when the pipeline could not start (brainErr says why)
 	brainErr error
 	wecom    *wecomChannel // nil unless wecom.enabled
+	voice    *voice.Server // nil unless voice.enabled
 
 	serveErr chan error
 	httpAddr string
@@ -242,6 +244,7 @@ loop:
 		d.logger.Warn("http shutdown incomplete, closing connections", "err", err)
 		httpSrv.Close()
 	}
+	d.stopVoice(shutCtx)
 	d.stopWeCom(shutCtx) // before the runner: turns in flight stay pending
 	if d.brain != nil {
 		if err := d.brain.close(shutCtx); err != nil {

@@ -1,0 +1,535 @@
+package voice
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/gorilla/websocket"
+
+	"agent/pkg/asr"
+	"agent/pkg/audio"
+	"agent/pkg/conversation"
+)
+
+// Channel is the conversation channel of voice turns.
+const Channel = "voice"
+
+// Profiles a hello may ask for.
+const (
+	ProfileVoice    = "voice"
+	ProfileHardware = "hardware"
+)
+
+// maxHello bounds the hello frame; maxName a user or device name.
+const (
+	maxHello = 8 << 10
+	maxName  = 128
+)
+
+// errGone: the frame was not sent (the connection or the turn is over).
+var errGone = errors.New("voice: connection closed or turn cancelled")
+
+// conn is one client connection.
+type conn struct {
+	s      *Server
+	log    *slog.Logger
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	wsMu sync.Mutex
+	ws   *websocket.Conn
+
+	out        chan []byte // frames for writeLoop
+	writerDone chan struct{}
+	jobs       sync.WaitGroup
+
+	// Set by the hello, read-only afterwards.
+	in       conversation.Inbound
+	session  string
+	rate     int
+	maxBytes int // PCM bytes per utterance
+
+	// Owned by the reading goroutine.
+	pcm       []byte // the utterance so far, an even number of bytes
+	carry     []byte // the odd byte of a frame, completed by the next one
+	vad       *vad
+	overflow  bool // the utterance went over the limit: audio is dropped until it ends
+	vadEnded  bool // the last utterance was ended by voice activity
+	busyNoted bool // the client was told busy for audio during this turn
+
+	mu        sync.Mutex // job state
+	gen       uint64     // bumped by each job and by cancel: stale jobs' frames are dropped
+	busy      bool
+	jobCancel context.CancelFunc
+	turnIn    *conversation.Inbound // the conversation turn in flight, for Cancel
+}
+
+func newConn(s *Server) *conn {
+	c := &conn{s: s, log: s.logger, carry: make([]byte, 0, 1)}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	return c
+}
+
+// shutdown ends the connection from the server side (Server.Close).
+func (c *conn) shutdown() {
+	c.cancel()
+	c.wsMu.Lock()
+	ws := c.ws
+	c.wsMu.Unlock()
+	if ws != nil {
+		ws.WriteControl(websocket.CloseMessage,
+			websocket.FormatCloseMessage(websocket.CloseGoingAway, "agent stopping"), time.Now().Add(time.Second))
+		ws.NetConn().Close()
+	}
+}
+
+func (c *conn) serve(ws *websocket.Conn, remote string) {
+	defer ws.Close()
+	defer c.cancel()
+	c.wsMu.Lock()
+	c.ws = ws
+	c.wsMu.Unlock()
+	if c.ctx.Err() != nil { // Close raced the upgrade
+		return
+	}
+	c.log = c.log.With("remote", remote)
+	if !c.hello() {
+		return
+	}
+	c.log = c.log.With("session", c.session, "profile", c.in.Profile)
+	c.log.Info("voice client connected", "rate", c.rate)
+	c.out = make(chan []byte, c.s.lim.SendQueue)
+	c.writerDone = make(chan struct{})
+	go c.writeLoop()
+	c.send(readyMsg{Type: "ready", Session: c.session, Protocol: Protocol})
+	c.readLoop()
+	c.cancel()
+	c.jobs.Wait()
+	<-c.writerDone
+	c.log.Info("voice client disconnected")
+}
+
+// hello reads and checks the first frame; on failure the client gets a
+// fatal error frame and the connection closes.
+func (c *conn) hello() bool {
+	ws := c.ws
+	ws.SetReadLimit(maxHello)
+	ws.SetReadDeadline(time.Now().Add(c.s.lim.HelloTimeout))
+	typ, data, err := ws.ReadMessage()
+	if err != nil {
+		c.log.Debug("no hello", "err", err)
+		return false
+	}
+	var m clientMsg
+	if typ != websocket.TextMessage || json.Unmarshal(data, &m) != nil || m.Type != typeHello {
+		return c.reject(CodeBadHello, "the first frame must be a hello: {\"type\":\"hello\",\"token\":...}", websocket.CloseProtocolError)
+	}
+	if !c.s.authorized(m.Token) {
+		c.log.Warn("voice hello with a bad token", "device", clip(m.Device))
+		return c.reject(CodeUnauthorized, "bad or missing token (voice.token)", websocket.ClosePolicyViolation)
+	}
+	if m.Protocol != "" && m.Protocol != Protocol {
+		return c.reject(CodeBadHello, fmt.Sprintf("protocol %q is not supported; this server speaks %s", clip(m.Protocol), Protocol), websocket.CloseProtocolError)
+	}
+	profile := m.Profile
+	if profile == "" {
+		profile = ProfileVoice
+	}
+	if profile != ProfileVoice && profile != ProfileHardware {
+		return c.reject(CodeBadHello, fmt.Sprintf("profile %q: want %s or %s", clip(profile), ProfileVoice, ProfileHardware), websocket.CloseProtocolError)
+	}
+	rate := m.SampleRate
+	if rate == 0 {
+		rate = asr.SampleRate
+	}
+	if !supportedRate(rate) {
+		return c.reject(CodeBadAudio, fmt.Sprintf("sample_rate %d is not supported; use one of %v (16000 preferred)", rate, SampleRates), websocket.CloseUnsupportedData)
+	}
+	sender := m.User
+	if sender == "" {
+		sender = m.Device
+	}
+	if sender == "" || len(sender) > maxName || !utf8.ValidString(sender) {
+		return c.reject(CodeBadHello, fmt.Sprintf("the hello needs a user or device name of 1 to %d bytes", maxName), websocket.CloseProtocolError)
+	}
+	in := conversation.Inbound{Channel: Channel, Profile: profile, Sender: sender}
+	key, err := conversation.Key(in)
+	if err != nil {
+		return c.reject(CodeBadHello, "unusable user or device name: "+err.Error(), websocket.CloseProtocolError)
+	}
+	c.in, c.session, c.rate = in, string(key), rate
+	c.maxBytes = int(int64(rate)*int64(c.s.lim.MaxUtterance)/int64(time.Second)) * 2
+	c.vad = newVAD(c.s.cfg.VAD, rate)
+	ws.SetReadLimit(c.s.lim.MaxMessage)
+	return true
+}
+
+// reject sends a fatal error frame and a close frame.
+func (c *conn) reject(code, msg string, closeCode int) bool {
+	b, _ := json.Marshal(errorMsg{Type: "error", Code: code, Message: msg, Fatal: true})
+	deadline := time.Now().Add(c.s.lim.WriteTimeout)
+	c.ws.SetWriteDeadline(deadline)
+	if c.ws.WriteMessage(websocket.TextMessage, b) == nil {
+		c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(closeCode, code), deadline)
+	}
+	return false
+}
+
+func (c *conn) readLoop() {
+	ws := c.ws
+	timeout := c.s.lim.ReadTimeout
+	ws.SetPongHandler(func(string) error { return ws.SetReadDeadline(time.Now().Add(timeout)) })
+	for {
+		ws.SetReadDeadline(time.Now().Add(timeout))
+		typ, data, err := ws.ReadMessage()
+		if err != nil {
+			if !websocket.IsCloseError(err, websocket.CloseNormalClosure, websocket.CloseGoingAway) && c.ctx.Err() == nil {
+				c.log.Debug("voice read ended", "err", err)
+			}
+			return
+		}
+		switch typ {
+		case websocket.BinaryMessage:
+			c.audio(data)
+		case websocket.TextMessage:
+			c.command(data)
+		}
+	}
+}
+
+func (c *conn) writeLoop() {
+	defer close(c.writerDone)
+	ws := c.ws
+	lim := c.s.lim
+	tick := time.NewTicker(lim.PingInterval)
+	defer tick.Stop()
+	fail := func(what string, err error) {
+		c.log.Debug("voice write failed, closing", "what", what, "err", err)
+		c.cancel()
+		ws.NetConn().Close() // ends the read loop too
+	}
+	for {
+		select {
+		case b := <-c.out:
+			ws.SetWriteDeadline(time.Now().Add(lim.WriteTimeout))
+			if err := ws.WriteMessage(websocket.TextMessage, b); err != nil {
+				fail("frame", err)
+				return
+			}
+		case <-tick.C:
+			if err := ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(lim.WriteTimeout)); err != nil {
+				fail("ping", err)
+				return
+			}
+		case <-c.ctx.Done():
+			ws.NetConn().Close()
+			return
+		}
+	}
+}
+
+// send queues a frame. A client that lets SendQueue frames pile up is not
+// reading: it is disconnected rather than buffered without bound.
+func (c *conn) send(v any) bool {
+	b, err := json.Marshal(v)
+	if err != nil {
+		c.log.Error("voice frame not encodable", "err", err)
+		return false
+	}
+	select {
+	case c.out <- b:
+		return true
+	case <-c.ctx.Done():
+		return false
+	default:
+		c.log.Warn("voice client is not reading its frames; disconnecting", "queued", len(c.out))
+		c.cancel()
+		return false
+	}
+}
+
+// sendJob sends a frame of job gen unless the job was cancelled or
+// superseded (checked under the lock cancel takes, so no frame of a
+// cancelled job follows the cancel).
+func (c *conn) sendJob(gen uint64, v any) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gen != gen {
+		return false
+	}
+	return c.send(v)
+}
+
+func (c *conn) fail(code, msg string) { c.send(errorFrame(code, msg)) }
+
+func (c *conn) command(data []byte) {
+	var m clientMsg
+	if err := json.Unmarshal(data, &m); err != nil {
+		c.fail(CodeBadRequest, "text frames must be JSON objects with a type: "+err.Error())
+		return
+	}
+	switch m.Type {
+	case typeEnd:
+		c.endUtterance(false)
+	case typeText:
+		text := strings.TrimSpace(m.Text)
+		switch {
+		case text == "":
+			c.fail(CodeBadRequest, "empty text")
+		case len(m.Text) > c.s.lim.MaxText:
+			c.fail(CodeBadRequest, fmt.Sprintf("text over %d bytes", c.s.lim.MaxText))
+		case !c.start(func(ctx context.Context, gen uint64) { c.turn(ctx, gen, text) }):
+			c.fail(CodeBusy, "a turn is in flight on this connection: wait for its final reply or send cancel")
+		}
+	case typeCancel:
+		c.cancelAll()
+	case typeHello:
+		c.fail(CodeBadRequest, "hello was already received")
+	default:
+		c.fail(CodeBadRequest, fmt.Sprintf("unknown frame type %q", clip(m.Type)))
+	}
+}
+
+// audio takes one binary frame: PCM s16le mono at the hello's rate, any
+// length (an odd byte waits for the next frame).
+func (c *conn) audio(data []byte) {
+	if len(c.carry) == 1 && len(data) > 0 {
+		data = append([]byte{c.carry[0]}, data...)
+		c.carry = c.carry[:0]
+	}
+	if len(data)%2 == 1 {
+		c.carry = append(c.carry, data[len(data)-1])
+		data = data[:len(data)-1]
+	}
+	if len(data) == 0 {
+		return
+	}
+	if c.isBusy() {
+		// Dropped: one turn at a time. Someone speaking over it is told.
+		c.vad.feed(data)
+		if !c.busyNoted && c.vad.heard() {
+			c.busyNoted = true
+			c.fail(CodeBusy, "a turn is in flight on this connection: audio is ignored until its final reply (or send cancel)")
+		}
+		return
+	}
+	if c.busyNoted {
+		c.busyNoted = false
+		c.vad.reset()
+	}
+	if c.overflow {
+		if c.vad.feed(data) { // the over-long utterance ended in silence
+			c.overflow = false
+			c.vad.reset()
+		}
+		return
+	}
+	c.vadEnded = false
+	if len(c.pcm)+len(data) > c.maxBytes {
+		c.pcm, c.overflow = nil, true
+		c.vad.reset()
+		c.fail(CodeTooLong, fmt.Sprintf("utterance longer than %v: dropped (pause or send end, then speak again)", c.s.lim.MaxUtterance))
+		return
+	}
+	c.pcm = append(c.pcm, data...)
+	if c.vad.feed(data) {
+		c.endUtterance(true)
+	}
+}
+
+// endUtterance hands the buffered utterance to recognition.
+func (c *conn) endUtterance(byVAD bool) {
+	c.carry = c.carry[:0] // a stray last byte is not a sample
+	if c.overflow {       // already answered with too_long
+		c.overflow = false
+		c.vad.reset()
+		return
+	}
+	pcm, heard := c.pcm, c.vad.heard()
+	c.pcm = nil
+	c.vad.reset()
+	if len(pcm) == 0 && !byVAD {
+		if c.vadEnded || c.isBusy() { // the `end` after voice activity ended it
+			c.vadEnded = false
+			return
+		}
+		c.send(transcript("", true))
+		return
+	}
+	c.vadEnded = byVAD
+	if !heard { // silence: nothing to recognise
+		c.send(transcript("", true))
+		return
+	}
+	if !c.start(func(ctx context.Context, gen uint64) { c.recognize(ctx, gen, pcm) }) {
+		c.fail(CodeBusy, "a turn is in flight on this connection: the utterance was dropped")
+	}
+}
+
+func (c *conn) isBusy() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.busy
+}
+
+// start runs job as the connection's turn unless one is in flight.
+func (c *conn) start(job func(ctx context.Context, gen uint64)) bool {
+	c.mu.Lock()
+	if c.busy || c.ctx.Err() != nil {
+		c.mu.Unlock()
+		return false
+	}
+	c.busy = true
+	c.gen++
+	gen := c.gen
+	ctx, cancel := context.WithCancel(c.ctx)
+	c.jobCancel = cancel
+	c.jobs.Add(1)
+	c.mu.Unlock()
+	go func() {
+		defer c.jobs.Done()
+		defer cancel()
+		job(ctx, gen)
+		c.mu.Lock()
+		if c.gen == gen {
+			c.busy, c.jobCancel, c.turnIn = false, nil, nil
+		}
+		c.mu.Unlock()
+	}()
+	return true
+}
+
+// cancelAll drops the utterance being received and the turn in flight.
+func (c *conn) cancelAll() {
+	c.pcm, c.carry, c.overflow, c.vadEnded = nil, c.carry[:0], false, false
+	c.vad.reset()
+	c.mu.Lock()
+	var in *conversation.Inbound
+	if c.busy {
+		c.gen++
+		c.busy = false
+		c.jobCancel()
+		c.jobCancel = nil
+		in, c.turnIn = c.turnIn, nil
+	}
+	c.mu.Unlock()
+	if in != nil && c.s.cfg.Cancel != nil {
+		c.s.cfg.Cancel(*in)
+	}
+	c.log.Debug("voice turn cancelled", "in_turn", in != nil)
+}
+
+// recognize transcribes an utterance and runs its turn.
+func (c *conn) recognize(ctx context.Context, gen uint64, pcm []byte) {
+	rec := c.s.cfg.ASR()
+	if rec == nil {
+		c.sendJob(gen, errorFrame(CodeASRUnavailable, "speech recognition is not available (asr.model not loaded: agentctl doctor); text turns still work"))
+		return
+	}
+	samples, err := audio.PCM16ToFloat32(pcm)
+	if err != nil { // cannot happen: pcm is even
+		c.sendJob(gen, errorFrame(CodeBadAudio, err.Error()))
+		return
+	}
+	if c.rate != asr.SampleRate {
+		samples = audio.Resample(samples, c.rate, asr.SampleRate)
+	}
+	res, err := rec.Transcribe(ctx, samples)
+	if err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		code := CodeASRFailed
+		switch {
+		case errors.Is(err, asr.ErrBadAudio):
+			code = CodeBadAudio
+		case errors.Is(err, asr.ErrClosed), errors.Is(err, asr.ErrNotBuilt):
+			code = CodeASRUnavailable
+		}
+		c.log.Warn("voice recognition failed", "err", err)
+		c.sendJob(gen, errorFrame(code, err.Error()))
+		return
+	}
+	text := strings.TrimSpace(res.Text)
+	c.log.Debug("voice transcript", "audio", res.AudioDuration, "elapsed", res.Elapsed, "chars", len(text))
+	if !c.sendJob(gen, transcript(text, true)) || text == "" {
+		return
+	}
+	c.turn(ctx, gen, text)
+}
+
+// turn runs text through the conversation and streams the reply: text
+// fragments and notices as final:false pieces, then the whole reply as
+// the final one.
+func (c *conn) turn(ctx context.Context, gen uint64, text string) {
+	conv := c.s.cfg.Conversation
+	if conv == nil {
+		c.sendJob(gen, errorFrame(CodeLLMUnavailable, "the conversation pipeline is not running (agentctl doctor)"))
+		return
+	}
+	in := c.in
+	in.Text = text
+	in.Stream = func(fragment string) { c.sendJob(gen, reply(fragment, false)) }
+	var mu sync.Mutex
+	var last string
+	var have bool
+	rep := func(_ context.Context, t string) error {
+		mu.Lock()
+		prev, had := last, have
+		last, have = t, true
+		mu.Unlock()
+		if had && !c.sendJob(gen, reply(prev, false)) {
+			return errGone
+		}
+		return nil
+	}
+	c.mu.Lock()
+	if c.gen == gen {
+		c.turnIn = &in
+	}
+	c.mu.Unlock()
+	done, err := conv.Handle(ctx, in, rep)
+	if err == nil && !c.current(gen) && c.s.cfg.Cancel != nil {
+		c.s.cfg.Cancel(in) // cancelled while it was being submitted
+	}
+	mu.Lock()
+	told := have
+	mu.Unlock()
+	switch {
+	case err != nil && !told:
+		c.log.Warn("voice turn not started", "err", err)
+		c.sendJob(gen, errorFrame(CodeLLMUnavailable, "the turn could not start: "+err.Error()))
+		return
+	case err == nil:
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return
+		}
+	}
+	mu.Lock()
+	final := last
+	mu.Unlock()
+	c.sendJob(gen, reply(final, true))
+}
+
+func (c *conn) current(gen uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.gen == gen
+}
+
+// clip shortens client-supplied strings for messages and logs.
+func clip(s string) string {
+	if len(s) > 64 {
+		s = s[:64] + "…"
+	}
+	return strings.ToValidUTF8(s, "?")
+}

@@ -1,0 +1,214 @@
+// Package voice is the agent.voice.v1 WebSocket channel: a device (a
+// kitchen panel, a hardware button box, the web console) says hello with
+// its token, streams 16-bit PCM, and gets back the transcript and the
+// agent's streamed reply. The protocol is in ../shared/INTERFACE.md.
+//
+// One connection has one turn in flight at a time (recognition, then the
+// conversation turn); audio and text that arrive meanwhile get a busy
+// error. An utterance ends with an `end` frame or when the energy-based
+// voice-activity detector hears trailing silence. Limits: MaxUtterance of
+// audio per utterance, MaxMessage bytes per frame, MaxConns connections,
+// a write deadline and a bounded send queue (a client that does not read
+// is disconnected), ping/pong keepalive.
+package voice
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"agent/pkg/asr"
+	"agent/pkg/conversation"
+)
+
+// Recognizer transcribes 16 kHz mono float32 audio (*asr.Recognizer).
+type Recognizer interface {
+	Transcribe(ctx context.Context, samples []float32) (asr.Result, error)
+}
+
+// Conversation runs turns (*conversation.Service).
+type Conversation interface {
+	Handle(ctx context.Context, in conversation.Inbound, reply conversation.Reply) (<-chan struct{}, error)
+}
+
+// Limits bound what one connection and the server may use. Zero fields
+// take the defaults.
+type Limits struct {
+	MaxConns     int           // connections at once; default 16
+	MaxUtterance time.Duration // audio per utterance; default asr.MaxAudio (60 s)
+	MaxMessage   int64         // bytes per frame; default 256 KiB
+	MaxText      int           // bytes of a text turn; default 4 KiB
+	HelloTimeout time.Duration // from upgrade to hello; default 10 s
+	WriteTimeout time.Duration // per frame written; default 10 s
+	PingInterval time.Duration // keepalive pings; default 20 s
+	ReadTimeout  time.Duration // silence (no frame, no pong) that ends a connection; default 60 s
+	SendQueue    int           // frames queued for a slow client before it is dropped; default 256
+}
+
+func (l Limits) withDefaults() Limits {
+	def := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	if l.MaxConns <= 0 {
+		l.MaxConns = 16
+	}
+	def(&l.MaxUtterance, asr.MaxAudio)
+	if l.MaxMessage <= 0 {
+		l.MaxMessage = 256 << 10
+	}
+	if l.MaxText <= 0 {
+		l.MaxText = 4 << 10
+	}
+	def(&l.HelloTimeout, 10*time.Second)
+	def(&l.WriteTimeout, 10*time.Second)
+	def(&l.PingInterval, 20*time.Second)
+	def(&l.ReadTimeout, 60*time.Second)
+	if l.SendQueue <= 0 {
+		l.SendQueue = 256
+	}
+	return l
+}
+
+// Config of a Server.
+type Config struct {
+	// Token returns the configured voice.token (it may change on reload).
+	Token func() string
+	// AllowNoToken accepts any hello when the token is empty: the daemon
+	// sets it only when the listener is loopback.
+	AllowNoToken bool
+	// ASR returns the recogniser, or nil while none is loaded.
+	ASR func() Recognizer
+	// Conversation runs turns; nil: turns get llm_unavailable.
+	Conversation Conversation
+	// Cancel stops the turn in flight for in's routing key (the runner's
+	// Cancel). nil: a cancelled turn runs on and its replies are dropped.
+	Cancel func(in conversation.Inbound)
+	Limits Limits
+	VAD    VADConfig
+	Logger *slog.Logger
+}
+
+// Server serves agent.voice.v1 connections. Safe for concurrent use.
+type Server struct {
+	cfg      Config
+	lim      Limits
+	logger   *slog.Logger
+	upgrader websocket.Upgrader
+
+	mu     sync.Mutex
+	conns  map[*conn]struct{}
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// New returns a Server.
+func New(cfg Config) *Server {
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Token == nil {
+		cfg.Token = func() string { return "" }
+	}
+	if cfg.ASR == nil {
+		cfg.ASR = func() Recognizer { return nil }
+	}
+	cfg.VAD = cfg.VAD.withDefaults()
+	return &Server{
+		cfg:    cfg,
+		lim:    cfg.Limits.withDefaults(),
+		logger: logger,
+		conns:  map[*conn]struct{}{},
+		upgrader: websocket.Upgrader{
+			HandshakeTimeout: 10 * time.Second,
+			Subprotocols:     []string{Protocol},
+			// The default origin check stays: a web page on another
+			// site must not drive the box through the visitor's
+			// browser (with an empty loopback token it could).
+		},
+	}
+}
+
+// Active returns the number of open connections.
+func (s *Server) Active() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
+// ServeHTTP upgrades GET /voice to a WebSocket and runs the connection
+// until either side closes it.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	if s.closed || len(s.conns) >= s.lim.MaxConns {
+		closed := s.closed
+		s.mu.Unlock()
+		w.Header().Set("Retry-After", "5")
+		msg := "too many voice connections (" + strconv.Itoa(s.lim.MaxConns) + "); try again shortly"
+		if closed {
+			msg = "the voice channel is stopping"
+		}
+		http.Error(w, msg, http.StatusServiceUnavailable)
+		return
+	}
+	c := newConn(s)
+	s.conns[c] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+		s.wg.Done()
+	}()
+
+	ws, err := s.upgrader.Upgrade(w, r, nil) // answers the client itself on failure
+	if err != nil {
+		s.logger.Debug("upgrade failed", "remote", r.RemoteAddr, "err", err)
+		return
+	}
+	c.serve(ws, r.RemoteAddr)
+}
+
+// Close disconnects every client (turns in flight are cancelled) and
+// waits for their goroutines or ctx. New connections are refused.
+func (s *Server) Close(ctx context.Context) error {
+	s.mu.Lock()
+	s.closed = true
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.shutdown()
+	}
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// authorized compares the hello token with the configured one in constant
+// time (both are hashed first, so their lengths leak nothing either).
+func (s *Server) authorized(got string) bool {
+	want := s.cfg.Token()
+	if want == "" {
+		return s.cfg.AllowNoToken
+	}
+	a, b := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(want))
+	return subtle.ConstantTimeCompare(a[:], b[:]) == 1
+}

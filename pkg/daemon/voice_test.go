@@ -1,0 +1,170 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"agent/pkg/config"
+)
+
+// streamingLLM answers every request with "Hello there", streamed in two
+// pieces when asked to stream.
+func streamingLLM(t *testing.T) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Stream bool `json:"stream"`
+		}
+		json.NewDecoder(r.Body).Decode(&req)
+		if !req.Stream {
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"id":"c1","object":"chat.completion","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"Hello there"}}],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}`)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, ev := range []string{
+			`{"id":"c1","choices":[{"index":0,"delta":{"role":"assistant","content":"Hello"},"finish_reason":null}]}`,
+			`{"id":"c1","choices":[{"index":0,"delta":{"content":" there"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}`,
+			`[DONE]`,
+		} {
+			fmt.Fprintf(w, "data: %s\n\n", ev)
+			w.(http.Flusher).Flush()
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// startDaemon runs the daemon on extra config and returns its address.
+func startDaemon(t *testing.T, extra string) (addr string, stop func()) {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "config.toml")
+	os.WriteFile(path, []byte("[server]\nlisten = \"127.0.0.1:0\"\n[agent]\nstate_dir = \"var\"\nworkspace = \"ws\"\n"+extra), 0o600)
+	cfg, _, err := config.Load(path, func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := newFakeNotifier(0)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, Options{Config: cfg, Notifier: n}) }()
+	n.waitFor(t, "READY=1", 1)
+	n.mu.Lock()
+	ready := n.msgs[0]
+	n.mu.Unlock()
+	addr = strings.TrimSpace(ready[strings.Index(ready, "serving on ")+len("serving on "):])
+	var once bool
+	stop = func() {
+		if once {
+			return
+		}
+		once = true
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}
+	t.Cleanup(stop)
+	return addr, stop
+}
+
+func readFrame(t *testing.T, ws *websocket.Conn) map[string]any {
+	t.Helper()
+	ws.SetReadDeadline(time.Now().Add(30 * time.Second)) // a hang guard only
+	var m map[string]any
+	if err := ws.ReadJSON(&m); err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	return m
+}
+
+func TestVoiceChannelThroughPipeline(t *testing.T) {
+	llmSrv := streamingLLM(t)
+	addr, stop := startDaemon(t, "[llm]\nprovider = \"custom\"\nmodel = \"fake\"\nbase_url = \""+llmSrv.URL+"/v1\"\n")
+
+	resp, err := http.Get("http://" + addr + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "agent console") {
+		t.Fatalf("GET / = %d %.80q; want the console", resp.StatusCode, body)
+	}
+
+	ws, _, err := websocket.DefaultDialer.Dial("ws://"+addr+"/voice", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	// Loopback listener, no voice.token: any hello is accepted.
+	ws.WriteJSON(map[string]any{"type": "hello", "user": "alice", "profile": "voice", "sample_rate": 16000, "protocol": "agent.voice.v1"})
+	if m := readFrame(t, ws); m["type"] != "ready" || m["session"] != "p2p:voice:alice" {
+		t.Fatalf("hello answered %v", m)
+	}
+	ws.WriteJSON(map[string]string{"type": "text", "text": "hi"})
+	var pieces []string
+	for {
+		m := readFrame(t, ws)
+		if m["type"] != "reply" {
+			t.Fatalf("got %v; want reply frames", m)
+		}
+		if m["final"] == true {
+			if m["text"] != "Hello there" {
+				t.Errorf("final reply %q", m["text"])
+			}
+			break
+		}
+		pieces = append(pieces, m["text"].(string))
+	}
+	if strings.Join(pieces, "") != "Hello there" {
+		t.Errorf("streamed pieces %q; want the reply streamed", pieces)
+	}
+
+	// No models in this daemon: speech gets asr_unavailable, the
+	// connection stays.
+	pcm := make([]byte, 32000)
+	for i := 0; i < len(pcm); i += 2 {
+		if (i/40)%2 == 0 {
+			pcm[i+1] = 0x30
+		} else {
+			pcm[i+1] = 0xd0
+		}
+	}
+	ws.WriteMessage(websocket.BinaryMessage, pcm)
+	ws.WriteJSON(map[string]string{"type": "end"})
+	if m := readFrame(t, ws); m["type"] != "error" || m["code"] != "asr_unavailable" {
+		t.Fatalf("got %v; want asr_unavailable", m)
+	}
+
+	// Stopping the daemon closes the connection.
+	stop()
+	ws.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, _, err := ws.ReadMessage(); err == nil {
+		t.Fatal("connection open after the daemon stopped")
+	}
+}
+
+func TestVoiceDisabled(t *testing.T) {
+	addr, _ := startDaemon(t, "[voice]\nenabled = false\n")
+	resp, err := http.Get("http://" + addr + "/voice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("GET /voice with voice disabled = %d; want 404", resp.StatusCode)
+	}
+}
