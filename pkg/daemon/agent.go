@@ -92,7 +92,7 @@ func (d *Daemon) startBrain(cfg *config.Config) (b *brain, err error) {
 	})
 	b.runner = runner.New(runner.Config{MaxConcurrent: maxConcurrentTurns}, d.logger)
 	b.conv = conversation.New(conversation.Deps{
-		Runner: b.runner, Agent: ag, Sessions: b.sessions, Memory: b.memory, Closed: b.compress.Notify,
+		Runner: b.runner, Agent: d.observeTurns(ag), Sessions: b.sessions, Memory: b.memory, Closed: b.compress.Notify,
 		Model: cfg.LLM.Model, Logger: d.logger,
 	})
 	if err := d.startMCP(b, reg, cfg); err != nil {
@@ -100,6 +100,9 @@ func (d *Daemon) startBrain(cfg *config.Config) (b *brain, err error) {
 	}
 	if err := d.startScheduler(b, reg, cfg); err != nil {
 		return nil, fmt.Errorf("scheduler: %w", err)
+	}
+	if err := d.startSelfCheck(b, reg); err != nil { // pkg/daemon/selfcheck.go
+		return nil, fmt.Errorf("self-check: %w", err)
 	}
 	return b, nil
 }

@@ -54,6 +54,7 @@ type Options struct {
 	Checks          map[string]health.Check // liveness checks from features: a failure withholds WATCHDOG=1
 	ShutdownTimeout time.Duration           // default 10s; the unit's TimeoutStopSec must be larger
 	Now             func() time.Time
+	SysRoot         string // sysfs for the self-check's thermal zones; default /sys (tests: fixtures)
 }
 
 // Daemon is one running instance.
@@ -75,8 +76,10 @@ type Daemon struct {
 
 	brain    *brain // nil when the pipeline could not start (brainErr says why)
 	brainErr error
-	wecom    *wecomChannel // nil unless wecom.enabled
-	voice    *voice.Server // nil unless voice.enabled
+	health   *healthPart        // pkg/daemon/selfcheck.go
+	loopPing chan chan struct{} // the event_loop liveness probe
+	wecom    *wecomChannel      // nil unless wecom.enabled
+	voice    *voice.Server      // nil unless voice.enabled
 
 	serveErr chan error
 	httpAddr string
@@ -106,6 +109,7 @@ func Run(ctx context.Context, opts Options) error {
 		cfg:        opts.Config,
 		components: map[string]string{},
 		serveErr:   make(chan error, 2),
+		loopPing:   make(chan chan struct{}),
 	}
 	return d.run(ctx)
 }
@@ -135,9 +139,12 @@ func (d *Daemon) run(ctx context.Context) error {
 	d.metrics.RegisterProcess(os.Getpagesize())
 	d.metrics.Gauge("agent_build_info", "Build information.", metrics.Labels{"version": buildinfo.Version()}).Set(1)
 	d.metrics.Gauge("agent_start_time_seconds", "Start time of the daemon since the epoch.", nil).Set(float64(d.started.Unix()))
+	defer d.startErrorLog()() // warnings and errors go to error_log from here on
 
 	d.checker = health.New(2*time.Second, d.now)
-	d.checker.RegisterLiveness("database", st.Ping)
+	d.checker.RegisterLiveness("database", d.checkDatabaseWritable) // a real write (selfcheck.go)
+	d.checker.RegisterLiveness("event_loop", d.checkEventLoop)
+	d.checker.RegisterLiveness("runner", d.checkRunner)
 	d.checker.RegisterLiveness("http", d.checkServing)
 	d.checker.Register("state_dir", func(context.Context) error { return checkDisk(stateDir) })
 	d.checker.Register("llm", d.checkLLMConfigured)
@@ -218,6 +225,11 @@ func (d *Daemon) run(ctx context.Context) error {
 			d.watchdog(runCtx, iv/2)
 		}()
 	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		d.selfCheckDaily(runCtx)
+	}()
 
 	var runErr error
 loop:
@@ -234,6 +246,8 @@ loop:
 			if err := d.Reload(runCtx); err != nil {
 				d.logger.Error("reload failed, keeping the running configuration", "err", err)
 			}
+		case ack := <-d.loopPing:
+			close(ack)
 		}
 	}
 

@@ -76,6 +76,7 @@ func Checks(e Env) []Check {
 		Check{"wecom", e.checkWeCom},
 		Check{"mcp", e.checkMCP},
 		Check{"daemon", e.checkDaemon},
+		Check{"self_check", e.checkSelfCheck}, // selfcheck.go
 		Check{"disk", e.checkDisk},
 		Check{"memory", e.checkMemory},
 	)

@@ -37,6 +37,10 @@ func (s *Scrubber) Set(secrets []string) {
 	s.r.Store(strings.NewReplacer(pairs...))
 }
 
+// Scrub returns v with the configured secrets replaced (the database error
+// log, pkg/errlog, stores records scrubbed the same way).
+func (s *Scrubber) Scrub(v string) string { return s.scrub(v) }
+
 func (s *Scrubber) scrub(v string) string {
 	if r := s.r.Load(); r != nil {
 		return r.Replace(v)

@@ -124,6 +124,7 @@ func (r *Registry) WriteText(w io.Writer) error {
 	type line struct {
 		labels string
 		fn     func() float64
+		owner  any // a seriesWriter writes its own lines (histogram.go)
 	}
 	type snap struct {
 		f     *family
@@ -134,7 +135,7 @@ func (r *Registry) WriteText(w io.Writer) error {
 		f := r.families[n]
 		s := snap{f: f}
 		for k, fn := range f.series {
-			s.lines = append(s.lines, line{k, fn})
+			s.lines = append(s.lines, line{k, fn, f.owners[k]})
 		}
 		sort.Slice(s.lines, func(i, j int) bool { return s.lines[i].labels < s.lines[j].labels })
 		snaps = append(snaps, s)
@@ -145,6 +146,10 @@ func (r *Registry) WriteText(w io.Writer) error {
 	for _, s := range snaps {
 		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n", s.f.name, escapeHelp(s.f.help), s.f.name, s.f.kind)
 		for _, l := range s.lines {
+			if w, ok := l.owner.(seriesWriter); ok {
+				w.writeSeries(&b, s.f.name, l.labels)
+				continue
+			}
 			b.WriteString(s.f.name)
 			b.WriteString(l.labels)
 			b.WriteByte(' ')

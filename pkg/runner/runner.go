@@ -84,6 +84,7 @@ type worker struct {
 	wake    chan struct{} // buffered(1): "the queue may have grown"
 	waiting bool          // holds a popped job while waiting for a slot
 	cancel  context.CancelFunc
+	started time.Time // when the running job started; zero when none (oldest.go)
 }
 
 // New returns a Runner. A nil logger discards logs.
@@ -256,12 +257,14 @@ func (r *Runner) loop(w *worker) {
 			continue
 		}
 		r.running++
+		w.started = time.Now()
 		r.mu.Unlock()
 
 		r.run(w.key, ctx, job)
 
 		r.mu.Lock()
 		r.running--
+		w.started = time.Time{}
 		w.cancel = nil
 		r.mu.Unlock()
 		cancel()

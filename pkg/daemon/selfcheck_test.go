@@ -1,0 +1,175 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"agent/pkg/admin"
+	"agent/pkg/config"
+	"agent/pkg/health"
+	"agent/pkg/runner"
+)
+
+// toolLLM answers "check yourself" with a self_check call, "diagnose" with
+// a diagnose call, and a tool result by repeating it as the answer.
+func toolLLM(t *testing.T) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/chat/completions" {
+			http.NotFound(w, r)
+			return
+		}
+		var req struct {
+			Messages []struct {
+				Role    string `json:"role"`
+				Content string `json:"content"`
+			} `json:"messages"`
+		}
+		json.NewDecoder(r.Body).Decode(&req)
+		last := req.Messages[len(req.Messages)-1]
+		w.Header().Set("Content-Type", "application/json")
+		call := func(name string) {
+			fmt.Fprintf(w, `{"id":"c1","object":"chat.completion","choices":[{"index":0,"finish_reason":"tool_calls","message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_%d","type":"function","function":{"name":%q,"arguments":"{}"}}]}}]}`,
+				len(req.Messages), name)
+		}
+		switch {
+		case last.Role == "user" && strings.Contains(last.Content, "check yourself"):
+			call(ToolSelfCheck)
+		case last.Role == "user" && strings.Contains(last.Content, "diagnose"):
+			call(ToolDiagnose)
+		default:
+			b, _ := json.Marshal(last.Content)
+			fmt.Fprintf(w, `{"id":"c2","object":"chat.completion","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":%s}}]}`, b)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestSelfCheckAndDiagnoseTools(t *testing.T) {
+	llmSrv := toolLLM(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "config.toml")
+	os.WriteFile(path, []byte(`[server]
+listen = "127.0.0.1:0"
+[agent]
+state_dir = "var"
+owners = ["wecom:boss"]
+[llm]
+provider = "custom"
+model = "fake"
+base_url = "`+llmSrv.URL+`/v1"
+`), 0o600)
+	cfg, _, err := config.Load(path, func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	sysRoot, _ := filepath.Abs("../selfcheck/testdata/sys")
+	n := newFakeNotifier(0)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, Options{Config: cfg, Notifier: n, SysRoot: sysRoot}) }()
+	n.waitFor(t, "READY=1", 1)
+	c := admin.NewClient(cfg.Server.AdminSocket)
+
+	res, err := c.Send(ctx, admin.SendRequest{To: "alice", Text: "please check yourself"})
+	if err != nil || len(res.Replies) != 1 {
+		t.Fatalf("send: %+v %v", res, err)
+	}
+	report := res.Replies[0]
+	for _, want := range []string{"Self-check ", "database: quick_check ok", "temperature: cpu-thermal 47.5°C", "tj-thermal runs hot",
+		"models: LLM fake reachable", "jobs: 0 active of 0", "memory: RSS "} {
+		if !strings.Contains(report, want) {
+			t.Errorf("report lacks %q:\n%s", want, report)
+		}
+	}
+	res, err = c.Send(ctx, admin.SendRequest{To: "alice", Text: "diagnose this"})
+	if err != nil || len(res.Replies) != 1 {
+		t.Fatalf("send: %+v %v", res, err)
+	}
+	if got := res.Replies[0]; !strings.Contains(got, "(p2p:admin:alice), open") || !strings.Contains(got, "Context: about") {
+		t.Errorf("diagnosis:\n%s", got)
+	}
+
+	addr := readyAddr(t, n)
+	metrics := get(t, "http://"+addr+"/metrics")
+	for _, want := range []string{"agent_turn_duration_seconds_count 2", "agent_tool_calls_total 2", "agent_tool_failures_total 0",
+		`agent_turns_total{result="ok"} 2`, "agent_runner_queued 0", `agent_job_runs{status="ok"} 0`, `agent_llm_errors_total{kind="server"} 0`,
+		"agent_error_log_dropped 0", "process_resident_memory_bytes"} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	var hz healthzBody
+	if err := json.Unmarshal([]byte(get(t, "http://"+addr+"/healthz")), &hz); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]health.Status{}
+	for _, c := range hz.Checks {
+		seen[c.Name] = c.Status
+	}
+	for _, name := range []string{"database", "event_loop", "runner"} {
+		if seen[name] != health.OK {
+			t.Errorf("liveness check %s: %q; want ok (%+v)", name, seen[name], hz.Checks)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readyAddr(t *testing.T, n *fakeNotifier) string {
+	t.Helper()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, m := range n.msgs {
+		if i := strings.Index(m, "serving on "); i >= 0 {
+			return strings.TrimSpace(m[i+len("serving on "):])
+		}
+	}
+	t.Fatal("no READY address")
+	return ""
+}
+
+func get(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+// A turn running longer than a turn can take withholds the watchdog.
+func TestWedgedRunnerFailsLiveness(t *testing.T) {
+	r := runner.New(runner.Config{}, nil)
+	started, release := make(chan struct{}), make(chan struct{})
+	defer func() { close(release); r.Close(context.Background()) }()
+	if err := r.Submit("p2p:wecom:alice", func(context.Context) { close(started); <-release }); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	now := time.Now()
+	c := health.New(time.Second, nil)
+	c.RegisterLiveness("runner", func(context.Context) error { return runnerWedged(r, now, wedgedAfter) })
+	if rep := c.Run(context.Background()); !rep.Alive {
+		t.Fatalf("a turn that just started counts as wedged: %+v", rep)
+	}
+	now = now.Add(wedgedAfter + time.Minute)
+	rep := c.Run(context.Background())
+	if rep.Alive || rep.Checks[0].Status != health.Failing || !strings.Contains(rep.Checks[0].Detail, "runner wedged: the turn of p2p:wecom:alice has run for") {
+		t.Fatalf("wedged runner: %+v", rep)
+	}
+}
