@@ -161,41 +161,59 @@ func TestFairnessFIFO(t *testing.T) {
 	defer closeRunner(t, r)
 	waiting := waitHook(r)
 
+	// Every job says when it starts and then holds the slot until the test
+	// lets it go, so the test steps the runner one job at a time and the
+	// order below does not depend on goroutine scheduling.
+	type gated struct {
+		started chan struct{}
+		release chan struct{}
+	}
+	jobs := map[string]gated{}
 	var mu sync.Mutex
 	var order []string
-	done := make(chan struct{}, 10)
-	record := func(name string) Job {
-		return func(context.Context) {
+	submit := func(key, name string) {
+		g := gated{make(chan struct{}), make(chan struct{})}
+		jobs[name] = g
+		must(t, r.Submit(key, func(context.Context) {
 			mu.Lock()
 			order = append(order, name)
 			mu.Unlock()
-			done <- struct{}{}
+			close(g.started)
+			<-g.release
+		}))
+	}
+	// step lets the running job finish, and waits until the next one has
+	// started and, when the finished job's key has more queued, until that
+	// key has joined the line for a slot again.
+	step := func(done, next string, requeues bool) {
+		t.Helper()
+		close(jobs[done].release)
+		recv(t, jobs[next].started, next+" to start")
+		if requeues {
+			recv(t, waiting, "the key of "+done+" to wait for a slot again")
 		}
 	}
 
-	gate := make(chan struct{})
-	aStarted := make(chan struct{})
-	must(t, r.Submit("A", func(ctx context.Context) {
-		close(aStarted)
-		<-gate
-		record("A1")(ctx)
-	}))
-	recv(t, aStarted, "A1 to start")
+	submit("A", "A1")
+	recv(t, jobs["A1"].started, "A1 to start")
 	// A has a backlog; B and C become ready later, one after the other.
-	must(t, r.Submit("A", record("A2")))
-	must(t, r.Submit("A", record("A3")))
-	must(t, r.Submit("B", record("B1")))
+	submit("A", "A2")
+	submit("A", "A3")
+	submit("B", "B1")
 	recv(t, waiting, "B to wait for a slot")
-	must(t, r.Submit("C", record("C1")))
+	submit("C", "C1")
 	recv(t, waiting, "C to wait for a slot")
-	must(t, r.Submit("B", record("B2")))
-	close(gate)
-	for range 6 {
-		recv(t, done, "jobs to finish")
-	}
+	submit("B", "B2")
 
 	// After each job a key goes to the back of the line: A1, then the keys
 	// that were waiting (B, C), then A again, then B again.
+	step("A1", "B1", true) // A waits behind C
+	step("B1", "C1", true) // B waits behind A
+	step("C1", "A2", false)
+	step("A2", "B2", true) // A waits for A3
+	step("B2", "A3", false)
+	close(jobs["A3"].release)
+
 	want := []string{"A1", "B1", "C1", "A2", "B2", "A3"}
 	mu.Lock()
 	defer mu.Unlock()
