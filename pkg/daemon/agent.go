@@ -62,6 +62,11 @@ func (d *Daemon) startBrain(cfg *config.Config) (b *brain, err error) {
 	if err := reg.Register(agent.MessageTool(d.sendOut)); err != nil {
 		return nil, err
 	}
+	for _, t := range d.wecomMediaTools(ws) { // pkg/daemon/wecom.go
+		if err := reg.Register(t); err != nil {
+			return nil, err
+		}
+	}
 	b.memory = memory.New(d.store.DB(), memory.Config{
 		DedupThreshold: cfg.Memory.DedupThreshold,
 		TopK:           cfg.Memory.RetrievalTopK,

@@ -4,14 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
 
 	"agent/pkg/admin"
+	"agent/pkg/asr"
 	wch "agent/pkg/channel/wecom"
 	"agent/pkg/config"
 	"agent/pkg/pairing"
+	"agent/pkg/tools"
 	wx "agent/pkg/wecom"
 )
 
@@ -19,6 +22,7 @@ import (
 // inbox processor and the outbox sender.
 type wecomChannel struct {
 	handler http.Handler
+	client  *wx.Client
 	outbox  *wch.Outbox
 	proc    *wch.Processor
 	cancel  context.CancelFunc
@@ -52,7 +56,7 @@ func (d *Daemon) startWeCom(cfg *config.Config) {
 	}
 	db := d.store.DB()
 	inbox := wch.NewInbox(db, nil)
-	c := &wecomChannel{outbox: wch.NewOutbox(db, wch.OutboxConfig{API: client, Logger: logger})}
+	c := &wecomChannel{client: client, outbox: wch.NewOutbox(db, wch.OutboxConfig{API: client, Logger: logger})}
 	ctx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
 	h := &wch.Handler{Crypto: crypto, Inbox: inbox, Logger: logger}
@@ -61,6 +65,8 @@ func (d *Daemon) startWeCom(cfg *config.Config) {
 			Inbox: inbox, Outbox: c.outbox, Conversation: d.brain.conv,
 			Pairing: pairing.New(db, d.now), Policy: d.dmPolicy,
 			Debounce: cfg.WeCom.Debounce.Duration, Logger: logger,
+			Media: client, Workspace: cfg.Agent.Workspace, ASR: d.wecomRecognizer,
+			Vision: func() bool { return d.config().LLM.Vision },
 		})
 		h.Stored = c.proc.Wake
 		c.wg.Add(1)
@@ -125,6 +131,44 @@ func (d *Daemon) sendWeCom(ctx context.Context, to, text string) error {
 		return errors.New("message: a recipient and a text are required")
 	}
 	return d.wecom.outbox.Enqueue(ctx, to, text)
+}
+
+// wecomASR is what the local models offer voice messages (localmodels.Set).
+type wecomASR interface {
+	Recognizer() *asr.Recognizer
+}
+
+// wecomRecognizer is the loaded speech recogniser, or nil.
+func (d *Daemon) wecomRecognizer() wch.Recognizer {
+	if src, ok := d.opts.Models.(wecomASR); ok {
+		if r := src.Recognizer(); r != nil {
+			return r
+		}
+	}
+	return nil
+}
+
+// wecomMediaTools are send_image, send_file, send_video and send_link on
+// the workspace ws; they work once the channel runs.
+func (d *Daemon) wecomMediaTools(ws *tools.Workspace) []tools.Tool {
+	return wch.MediaTools(wch.ToolDeps{
+		Open: ws.Open,
+		Upload: func(ctx context.Context, kind, name string, r io.Reader, size int64) (string, error) {
+			if d.wecom == nil {
+				return "", errors.New("the wecom channel is not enabled on this agent")
+			}
+			return d.wecom.client.UploadMedia(ctx, kind, name, r, size)
+		},
+		Deliver: func(ctx context.Context, to string, m wch.OutMedia) error {
+			switch {
+			case d.wecom == nil:
+				return errors.New("the wecom channel is not enabled on this agent")
+			case d.wecom.proc != nil:
+				return d.wecom.proc.Deliver(ctx, to, m)
+			}
+			return d.wecom.outbox.EnqueueMedia(ctx, to, m)
+		},
+	})
 }
 
 func (d *Daemon) pairings() *pairing.Store { return pairing.New(d.store.DB(), d.now) }

@@ -249,6 +249,17 @@ func (w *Workspace) openRegular(op, p string) (*os.File, os.FileInfo, error) {
 	return f, fi, nil
 }
 
+// Open opens the regular file p for reading, confined to the workspace as
+// the file tools are (other tools use it: send_file). Errors are written
+// for the model.
+func (w *Workspace) Open(p string) (*os.File, os.FileInfo, error) {
+	rel, err := w.resolve(p, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	return w.openRegular("open", rel)
+}
+
 // looksBinary reports whether b (the start of a file) is not text.
 func looksBinary(b []byte, truncated bool) bool {
 	if bytes.IndexByte(b, 0) >= 0 {

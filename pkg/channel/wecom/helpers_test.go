@@ -110,16 +110,22 @@ type fakeConv struct {
 	mu     sync.Mutex
 	turns  []conversation.Inbound
 	answer func(text string) []string
+	// handle, when set, runs the turn instead of answer (tools, ordering).
+	handle func(ctx context.Context, in conversation.Inbound, reply conversation.Reply)
 }
 
 func (f *fakeConv) Handle(ctx context.Context, in conversation.Inbound, reply conversation.Reply) (<-chan struct{}, error) {
 	f.mu.Lock()
 	f.turns = append(f.turns, in)
-	answer := f.answer
+	answer, handle := f.answer, f.handle
 	f.mu.Unlock()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		if handle != nil {
+			handle(ctx, in, reply)
+			return
+		}
 		out := []string{"echo: " + in.Text}
 		if answer != nil {
 			out = answer(in.Text)
@@ -157,14 +163,19 @@ type rig struct {
 	cancel  context.CancelFunc
 	done    chan struct{}
 	nonce   int
+	// configure, when set, adjusts the processor's configuration (media).
+	configure func(*ProcessorConfig)
 }
 
-func newRig(t *testing.T, path string) *rig {
+func newRig(t *testing.T, path string, configure ...func(*ProcessorConfig)) *rig {
 	t.Helper()
 	if path == "" {
 		path = filepath.Join(t.TempDir(), store.FileName)
 	}
 	r := &rig{t: t, path: path, clock: newFakeClock(), conv: &fakeConv{}}
+	if len(configure) > 0 {
+		r.configure = configure[0]
+	}
 	r.api = wecomtest.NewServer(testCorpID, "secret", testAgent)
 	t.Cleanup(r.api.Close)
 	r.client = r.api.NewClient()
@@ -189,10 +200,14 @@ func (r *rig) open() {
 	r.st, r.db = st, st.DB()
 	r.inbox = NewInbox(r.db, r.clock)
 	r.outbox = NewOutbox(r.db, OutboxConfig{API: r.client, Clock: r.clock})
-	r.proc = NewProcessor(ProcessorConfig{
+	pc := ProcessorConfig{
 		Inbox: r.inbox, Outbox: r.outbox, Conversation: r.conv, Pairing: pairing.New(r.db, r.clock.Now),
 		Policy: func() pairing.Policy { return *r.policy.Load() }, Debounce: 3 * time.Second, Clock: r.clock,
-	})
+	}
+	if r.configure != nil {
+		r.configure(&pc)
+	}
+	r.proc = NewProcessor(pc)
 	r.handler = &Handler{Crypto: r.crypto, Inbox: r.inbox, Clock: r.clock, Stored: r.proc.Wake}
 	r.t.Cleanup(r.close)
 }

@@ -91,20 +91,21 @@ func Known(msgType string) bool {
 	return false
 }
 
-// TurnText is the text a message contributes to a turn. Media are
-// described, not yet fetched (media handling is a later step).
+// TurnText is the text a message contributes to a turn as stored in the
+// inbox. Media are only described here: the processor downloads them
+// (media.go) and this text is what remains when it cannot.
 func TurnText(m *wx.Message) string {
 	switch m.MsgType {
 	case wx.MsgText:
 		return m.Content
 	case wx.MsgImage:
-		return "[The user sent a picture; pictures from WeCom cannot be viewed here yet.]"
+		return "[The user sent a picture.]"
 	case wx.MsgVoice:
-		return "[The user sent a voice message; voice messages from WeCom cannot be transcribed here yet.]"
+		return "[The user sent a voice message.]"
 	case wx.MsgVideo:
-		return "[The user sent a video; videos from WeCom cannot be viewed here yet.]"
+		return "[The user sent a video.]"
 	case wx.MsgFile:
-		return fmt.Sprintf("[The user sent a file %q; files from WeCom cannot be opened here yet.]", m.FileName)
+		return fmt.Sprintf("[The user sent a file %q.]", m.FileName)
 	case wx.MsgLocation:
 		return fmt.Sprintf("[The user shared a location: %s (latitude %s, longitude %s)]", m.Label, m.LocationX, m.LocationY)
 	case wx.MsgLink:
@@ -127,12 +128,13 @@ type row struct {
 	chatID   string
 	msgType  string
 	content  string
+	raw      string // the message as JSON (media ids)
 	received time.Time
 }
 
 // pending returns the pending rows in arrival order.
 func (in *Inbox) pending(ctx context.Context) ([]row, error) {
-	rows, err := in.db.QueryContext(ctx, `SELECT id, sender, chat_id, msg_type, content, received_at
+	rows, err := in.db.QueryContext(ctx, `SELECT id, sender, chat_id, msg_type, content, raw, received_at
 		FROM wecom_inbox WHERE state = 0 ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("wecom inbox: pending: %w", err)
@@ -142,7 +144,7 @@ func (in *Inbox) pending(ctx context.Context) ([]row, error) {
 	for rows.Next() {
 		var r row
 		var ms int64
-		if err := rows.Scan(&r.id, &r.sender, &r.chatID, &r.msgType, &r.content, &ms); err != nil {
+		if err := rows.Scan(&r.id, &r.sender, &r.chatID, &r.msgType, &r.content, &r.raw, &ms); err != nil {
 			return nil, fmt.Errorf("wecom inbox: pending: %w", err)
 		}
 		r.received = time.UnixMilli(ms)

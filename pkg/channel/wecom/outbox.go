@@ -3,6 +3,7 @@ package wecom
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -24,6 +25,60 @@ const (
 // API sends a text message (*wecom.Client).
 type API interface {
 	SendText(ctx context.Context, toUser, text string) error
+}
+
+// MediaAPI sends media messages (*wecom.Client). The outbox's API must
+// implement it for media rows to go out.
+type MediaAPI interface {
+	SendMedia(ctx context.Context, toUser, kind, mediaID string) error
+	SendVideo(ctx context.Context, toUser, mediaID, title, description string) error
+	SendLink(ctx context.Context, toUser, title, description, link, picURL string) error
+}
+
+// OutMedia is a media message in the outbox: an uploaded image, file or
+// video (MediaID), or a link card. Its row's msg_type is Kind and its
+// content this struct as JSON.
+type OutMedia struct {
+	Kind        string `json:"kind"` // image, file, video or link
+	MediaID     string `json:"media_id,omitempty"`
+	Title       string `json:"title,omitempty"`
+	Description string `json:"description,omitempty"`
+	URL         string `json:"url,omitempty"`
+	PicURL      string `json:"pic_url,omitempty"`
+}
+
+func (m OutMedia) check() error {
+	switch m.Kind {
+	case wx.MediaImage, wx.MediaFile, wx.MediaVideo:
+		if m.MediaID == "" {
+			return fmt.Errorf("wecom outbox: %s without a media id", m.Kind)
+		}
+	case kindLink:
+		if m.Title == "" || m.URL == "" {
+			return errors.New("wecom outbox: a link needs a title and a url")
+		}
+	default:
+		return fmt.Errorf("wecom outbox: unknown media kind %q", m.Kind)
+	}
+	return nil
+}
+
+// kindLink is the outbox kind of a link card.
+const kindLink = "link"
+
+// outItem is one message of a turn for the outbox: a text (split when
+// stored) or a media message.
+type outItem struct {
+	text  string
+	media *OutMedia
+}
+
+func textItems(texts []string) []outItem {
+	out := make([]outItem, len(texts))
+	for i, t := range texts {
+		out[i] = outItem{text: t}
+	}
+	return out
 }
 
 // Outbox defaults.
@@ -98,14 +153,52 @@ func (o *Outbox) Enqueue(ctx context.Context, toUser, text string) error {
 	return nil
 }
 
+// EnqueueMedia stores a media message for toUser (after what is already
+// queued for them) and wakes the sender.
+func (o *Outbox) EnqueueMedia(ctx context.Context, toUser string, m OutMedia) error {
+	tx, err := o.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("wecom outbox: enqueue: %w", err)
+	}
+	defer tx.Rollback()
+	if err := o.enqueueItemsTx(ctx, tx, toUser, []outItem{{media: &m}}); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("wecom outbox: enqueue: %w", err)
+	}
+	o.Wake()
+	return nil
+}
+
 // enqueueTx stores texts for toUser inside tx, each split at 2048 bytes.
 func (o *Outbox) enqueueTx(ctx context.Context, tx *sql.Tx, toUser string, texts ...string) error {
+	return o.enqueueItemsTx(ctx, tx, toUser, textItems(texts))
+}
+
+// enqueueItemsTx stores items for toUser inside tx, in order; texts are
+// split at 2048 bytes.
+func (o *Outbox) enqueueItemsTx(ctx context.Context, tx *sql.Tx, toUser string, items []outItem) error {
 	if toUser == "" {
 		return errors.New("wecom outbox: enqueue: empty recipient")
 	}
 	now := o.clock.Now().UnixMilli()
-	for _, text := range texts {
-		for _, piece := range wx.Split(text, wx.MaxTextBytes) {
+	for _, it := range items {
+		if it.media != nil {
+			if err := it.media.check(); err != nil {
+				return err
+			}
+			raw, err := json.Marshal(it.media)
+			if err != nil {
+				return fmt.Errorf("wecom outbox: enqueue: %w", err)
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO wecom_outbox(to_user, msg_type, content, created_at, next_at) VALUES (?, ?, ?, ?, 0)`,
+				toUser, it.media.Kind, string(raw), now); err != nil {
+				return fmt.Errorf("wecom outbox: enqueue: %w", err)
+			}
+			continue
+		}
+		for _, piece := range wx.Split(it.text, wx.MaxTextBytes) {
 			if strings.TrimSpace(piece) == "" {
 				continue
 			}
@@ -122,6 +215,7 @@ func (o *Outbox) enqueueTx(ctx context.Context, tx *sql.Tx, toUser string, texts
 type outRow struct {
 	id       int64
 	to       string
+	kind     string // text, or an OutMedia kind
 	content  string
 	attempts int
 }
@@ -191,7 +285,7 @@ func (o *Outbox) Run(ctx context.Context) error {
 func (o *Outbox) due(ctx context.Context) ([]outRow, time.Time, error) {
 	now := o.clock.Now().UnixMilli()
 	rows, err := o.db.QueryContext(ctx, `
-		SELECT o.id, o.to_user, o.content, o.attempts, o.next_at FROM wecom_outbox o
+		SELECT o.id, o.to_user, o.msg_type, o.content, o.attempts, o.next_at FROM wecom_outbox o
 		WHERE o.state = 0 AND o.id = (SELECT min(id) FROM wecom_outbox p WHERE p.to_user = o.to_user AND p.state IN (0, 3))
 		ORDER BY o.id LIMIT 256`)
 	if err != nil {
@@ -203,7 +297,7 @@ func (o *Outbox) due(ctx context.Context) ([]outRow, time.Time, error) {
 	for rows.Next() {
 		var r outRow
 		var at int64
-		if err := rows.Scan(&r.id, &r.to, &r.content, &r.attempts, &at); err != nil {
+		if err := rows.Scan(&r.id, &r.to, &r.kind, &r.content, &r.attempts, &at); err != nil {
 			return nil, time.Time{}, err
 		}
 		if at > now {
@@ -234,7 +328,7 @@ func (o *Outbox) setState(ctx context.Context, id int64, state, attempts int, ne
 // send delivers one row and records the outcome.
 func (o *Outbox) send(ctx context.Context, h outRow) {
 	sctx, cancel := context.WithTimeout(ctx, sendTimeout)
-	err := o.cfg.API.SendText(sctx, h.to, h.content)
+	err := o.deliver(sctx, h)
 	cancel()
 	// The outcome is recorded even when ctx ended meanwhile.
 	dbctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -243,7 +337,7 @@ func (o *Outbox) send(ctx context.Context, h outRow) {
 	switch {
 	case err == nil:
 		serr = o.setState(dbctx, h.id, outSent, h.attempts+1, 0, "")
-		o.logger.Debug("wecom message sent", "id", h.id, "to", h.to, "bytes", len(h.content))
+		o.logger.Debug("wecom message sent", "id", h.id, "to", h.to, "kind", h.kind, "bytes", len(h.content))
 	case ctx.Err() != nil:
 		// Stopping: not an attempt; it goes out after the restart.
 		serr = o.setState(dbctx, h.id, outPending, h.attempts, 0, "")
@@ -266,6 +360,33 @@ func (o *Outbox) send(ctx context.Context, h outRow) {
 	}
 }
 
+// errNotSendable marks a row that can never be sent.
+var errNotSendable = errors.New("not sendable")
+
+// deliver sends one row by its kind.
+func (o *Outbox) deliver(ctx context.Context, h outRow) error {
+	if h.kind == "" || h.kind == "text" {
+		return o.cfg.API.SendText(ctx, h.to, h.content)
+	}
+	api, ok := o.cfg.API.(MediaAPI)
+	if !ok {
+		return fmt.Errorf("wecom outbox: this API client cannot send %s messages: %w", h.kind, errNotSendable)
+	}
+	var m OutMedia
+	if err := json.Unmarshal([]byte(h.content), &m); err != nil {
+		return fmt.Errorf("wecom outbox: bad %s row: %v: %w", h.kind, err, errNotSendable)
+	}
+	switch m.Kind {
+	case wx.MediaImage, wx.MediaFile:
+		return api.SendMedia(ctx, h.to, m.Kind, m.MediaID)
+	case wx.MediaVideo:
+		return api.SendVideo(ctx, h.to, m.MediaID, m.Title, m.Description)
+	case kindLink:
+		return api.SendLink(ctx, h.to, m.Title, m.Description, m.URL, m.PicURL)
+	}
+	return fmt.Errorf("wecom outbox: unknown kind %q: %w", m.Kind, errNotSendable)
+}
+
 // retryDelay is the pause after the n-th failed attempt (1-based).
 func retryDelay(n int) time.Duration {
 	return min(retryBase<<min(n-1, 20), retryCap)
@@ -275,7 +396,8 @@ func retryDelay(n int) time.Duration {
 // content WeCom refuses, an unknown recipient, or an API error that is
 // neither a rate limit, a busy system nor a token problem.
 func Permanent(err error) bool {
-	if errors.Is(err, wx.ErrContentTooLong) || errors.Is(err, wx.ErrInvalidUser) || errors.Is(err, wx.ErrMediaSize) {
+	if errors.Is(err, wx.ErrContentTooLong) || errors.Is(err, wx.ErrInvalidUser) || errors.Is(err, wx.ErrMediaSize) ||
+		errors.Is(err, errNotSendable) {
 		return true
 	}
 	var api *wx.APIError

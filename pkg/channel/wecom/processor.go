@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"agent/pkg/conversation"
+	"agent/pkg/llm"
 	"agent/pkg/pairing"
+	wx "agent/pkg/wecom"
 )
 
 // Channel is the name of this channel in routing keys and principals.
@@ -39,6 +41,18 @@ type ProcessorConfig struct {
 	Debounce time.Duration // messages of one sender this close together make one turn; 0 = none
 	Clock    Clock
 	Logger   *slog.Logger
+	// Media downloads inbound pictures, voice, videos and files into
+	// Workspace/uploads (media.go); when nil or Workspace is "", media
+	// are only described to the model.
+	Media     MediaGetter
+	Workspace string
+	// Vision reports whether pictures go to the model as image content
+	// (llm.vision); nil means no.
+	Vision func() bool
+	// ASR returns the speech recogniser for voice messages, or nil while
+	// none is loaded.
+	ASR    func() Recognizer
+	FFmpeg string // the ffmpeg binary; "ffmpeg" (from PATH) when empty
 }
 
 // Processor turns pending inbox rows into turns, one sender at a time.
@@ -50,7 +64,27 @@ type Processor struct {
 	wake   chan struct{}
 
 	mu       sync.Mutex
-	inflight map[string]bool // conversation keys with a turn running
+	inflight map[string]bool        // conversation keys with a turn running
+	sinks    map[string][]*turnSink // sender -> the outputs of their running turns
+}
+
+// turnSink collects what a running turn sends its user, texts and media
+// in order; they are committed to the outbox with the turn.
+type turnSink struct {
+	mu    sync.Mutex
+	items []outItem
+}
+
+func (s *turnSink) add(it outItem) {
+	s.mu.Lock()
+	s.items = append(s.items, it)
+	s.mu.Unlock()
+}
+
+func (s *turnSink) take() []outItem {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]outItem(nil), s.items...)
 }
 
 // NewProcessor returns a processor; Run starts it.
@@ -65,7 +99,7 @@ func NewProcessor(cfg ProcessorConfig) *Processor {
 		cfg.Policy = func() pairing.Policy { return pairing.Policy{Mode: pairing.Pairing} }
 	}
 	return &Processor{cfg: cfg, db: cfg.Inbox.db, clock: cfg.Clock, logger: cfg.Logger,
-		wake: make(chan struct{}, 1), inflight: map[string]bool{}}
+		wake: make(chan struct{}, 1), inflight: map[string]bool{}, sinks: map[string][]*turnSink{}}
 }
 
 // Wake makes the processor look at the inbox now (after a message is
@@ -202,25 +236,63 @@ func (p *Processor) turn(ctx context.Context, b *batch) error {
 	if err != nil || handled {
 		return err
 	}
-	var texts []string
+	var texts, notices []string
+	var images []llm.Part
+	substantive := false // notes on failed media alone make no turn
 	for _, r := range b.rows {
-		if t := strings.TrimSpace(r.content); t != "" {
+		t, note := r.content, false
+		switch r.msgType {
+		case wx.MsgImage, wx.MsgVoice, wx.MsgVideo, wx.MsgFile:
+			res := p.media(ctx, b, r, len(images))
+			if ctx.Err() != nil {
+				return ctx.Err() // stopping: stays pending
+			}
+			t, note = res.text, res.note
+			if res.image != nil {
+				images = append(images, *res.image)
+			}
+			if res.notice != "" {
+				notices = append(notices, res.notice)
+			}
+		}
+		if t := strings.TrimSpace(t); t != "" {
 			texts = append(texts, t)
+			substantive = substantive || !note
 		}
 	}
-	if len(texts) == 0 {
-		return p.commit(ctx, b, inboxIgnored, nil)
+	if !substantive && len(images) == 0 {
+		state := inboxIgnored
+		if len(notices) > 0 {
+			state = inboxDone
+		}
+		return p.commit(ctx, b, state, textItems(notices))
 	}
-	in := conversation.Inbound{Channel: Channel, ChatType: conversation.P2P, Sender: b.sender, Text: strings.Join(texts, "\n")}
+	in := conversation.Inbound{Channel: Channel, ChatType: conversation.P2P, Sender: b.sender, Text: strings.Join(texts, "\n"), Images: images}
 	if b.chatID != "" {
 		in.ChatType, in.ChatID = conversation.Group, b.chatID
 	}
-	var mu sync.Mutex
-	var replies []string
+	sink := &turnSink{items: textItems(notices)}
+	p.mu.Lock()
+	p.sinks[b.sender] = append(p.sinks[b.sender], sink)
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		list := p.sinks[b.sender]
+		for i, s := range list {
+			if s == sink {
+				list = append(list[:i:i], list[i+1:]...)
+				break
+			}
+		}
+		if len(list) == 0 {
+			delete(p.sinks, b.sender)
+		} else {
+			p.sinks[b.sender] = list
+		}
+	}()
 	done, err := p.cfg.Conversation.Handle(ctx, in, func(_ context.Context, text string) error {
-		mu.Lock()
-		replies = append(replies, text)
-		mu.Unlock()
+		sink.add(outItem{text: text})
 		return nil
 	})
 	if ctx.Err() != nil {
@@ -239,9 +311,7 @@ func (p *Processor) turn(ctx context.Context, b *batch) error {
 			return ctx.Err()
 		}
 	}
-	mu.Lock()
-	out := append([]string(nil), replies...)
-	mu.Unlock()
+	out := sink.take()
 	p.logger.Debug("wecom turn done", "sender", b.sender, "messages", len(b.rows), "replies", len(out))
 	return p.commit(ctx, b, inboxDone, out)
 }
@@ -278,16 +348,36 @@ func (p *Processor) gate(ctx context.Context, b *batch, user, group string) (han
 	return true, nil
 }
 
+// Deliver sends a media message to a WeCom user. While a turn of that
+// user runs (the send_* tools), it joins the turn's replies, in order, and
+// is committed with them; otherwise it goes to the outbox at once.
+func (p *Processor) Deliver(ctx context.Context, toUser string, m OutMedia) error {
+	if err := m.check(); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	var sink *turnSink
+	if list := p.sinks[toUser]; len(list) > 0 {
+		sink = list[len(list)-1]
+	}
+	p.mu.Unlock()
+	if sink != nil {
+		sink.add(outItem{media: &m})
+		return nil
+	}
+	return p.cfg.Outbox.EnqueueMedia(ctx, toUser, m)
+}
+
 // commit stores replies (to the sender; see the package docs on groups)
 // and marks the batch's rows, in one transaction.
-func (p *Processor) commit(ctx context.Context, b *batch, state int, replies []string) error {
+func (p *Processor) commit(ctx context.Context, b *batch, state int, replies []outItem) error {
 	tx, err := p.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("commit turn: %w", err)
 	}
 	defer tx.Rollback()
 	if len(replies) > 0 {
-		if err := p.cfg.Outbox.enqueueTx(ctx, tx, b.sender, replies...); err != nil {
+		if err := p.cfg.Outbox.enqueueItemsTx(ctx, tx, b.sender, replies); err != nil {
 			return err
 		}
 	}

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"image"
+	"image/png"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	wx "agent/pkg/wecom"
+	"agent/pkg/wecom/wecomtest"
+)
+
+// The real daemon with llm.vision on: a picture sent on WeCom is saved in
+// the workspace's uploads and reaches the model as image content; the
+// model sends it back with send_image, which goes out before its text.
+func TestWeComImageThroughTheDaemon(t *testing.T) {
+	api := wecomtest.NewServer(e2eCorpID, "secret", e2eAgent)
+	defer api.Close()
+	var img bytes.Buffer
+	png.Encode(&img, image.NewGray(image.Rect(0, 0, 8, 8)))
+	api.PutMedia("PIC", wecomtest.Media{Kind: "image", Filename: "photo.png", ContentType: "image/png", Data: img.Bytes()})
+
+	var mu sync.Mutex
+	var first []byte // the first model request of the turn
+	var tools []string
+	saved := regexp.MustCompile(`uploads/zed/[0-9]+-3001\.png`)
+	llm := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		raw, _ := io.ReadAll(r.Body)
+		var req struct {
+			Messages []struct {
+				Role string `json:"role"`
+			} `json:"messages"`
+			Tools []struct {
+				Function struct {
+					Name string `json:"name"`
+				} `json:"function"`
+			} `json:"tools"`
+		}
+		json.Unmarshal(raw, &req)
+		w.Header().Set("Content-Type", "application/json")
+		if len(req.Messages) > 0 && req.Messages[len(req.Messages)-1].Role == "user" {
+			mu.Lock()
+			first = raw
+			for _, t := range req.Tools {
+				tools = append(tools, t.Function.Name)
+			}
+			mu.Unlock()
+			args, _ := json.Marshal(map[string]string{"path": saved.FindString(string(raw))})
+			call, _ := json.Marshal(map[string]any{"id": "c1", "object": "chat.completion",
+				"choices": []any{map[string]any{"index": 0, "finish_reason": "tool_calls", "message": map[string]any{"role": "assistant",
+					"tool_calls": []any{map[string]any{"id": "call_1", "type": "function", "function": map[string]any{"name": "send_image", "arguments": string(args)}}}}}},
+				"usage": map[string]any{"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
+			w.Write(call)
+			return
+		}
+		io.WriteString(w, `{"id":"c2","object":"chat.completion","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"Nice picture."}}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`)
+	}))
+	defer llm.Close()
+
+	dir := t.TempDir()
+	cfg := strings.Replace(wecomConfig(llm.URL, api.URL, "open"), "[llm]\n", "[llm]\nvision = true\n", 1)
+	writeConfig(t, dir, cfg)
+	ns := newNotifySock(t)
+	start(t, dir, "NOTIFY_SOCKET="+ns.path)
+	base := readyAddr(t, ns)
+	crypto, err := wx.NewCrypto(e2eToken, e2eAESKey, e2eCorpID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &wx.Message{ToUserName: e2eCorpID, FromUserName: "zed", CreateTime: time.Now().Unix(), MsgType: wx.MsgImage,
+		PicURL: "http://pic.invalid/x", MediaID: "PIC", MsgID: "3001", AgentID: e2eAgent}
+	if ok, err := postCallback(http.DefaultClient, crypto, base, m, "1"); !ok || err != nil {
+		t.Fatalf("callback: %v %v", ok, err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for len(api.Messages()) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out; sent %+v", api.Messages())
+		}
+		time.Sleep(20 * time.Millisecond) // polling a separate process
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !bytes.Contains(first, []byte(`"image_url"`)) || !bytes.Contains(first, []byte(`data:image/png;base64,`)) {
+		t.Errorf("the model request has no image part: %.600s", first)
+	}
+	if !strings.Contains(strings.Join(tools, ","), "send_image") {
+		t.Errorf("tools offered on wecom: %v", tools)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "workspace", "uploads", "zed", "*-3001.png"))
+	if len(files) != 1 {
+		t.Fatalf("saved uploads: %v", files)
+	}
+	if got, _ := os.ReadFile(files[0]); !bytes.Equal(got, img.Bytes()) {
+		t.Error("saved picture differs")
+	}
+	sent := api.Messages()
+	if sent[0].MsgType != "image" || sent[1].Content != "Nice picture." {
+		t.Fatalf("sent %+v", sent)
+	}
+	if back, ok := api.Media(sent[0].MediaID); !ok || !bytes.Equal(back.Data, img.Bytes()) {
+		t.Errorf("send_image uploaded %+v", back)
+	}
+}

@@ -1,0 +1,342 @@
+package wecom
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path"
+	"strings"
+	"time"
+
+	"agent/pkg/asr"
+	"agent/pkg/audio"
+	"agent/pkg/llm"
+	wx "agent/pkg/wecom"
+)
+
+// MediaGetter downloads inbound media (*wecom.Client).
+type MediaGetter interface {
+	GetMedia(ctx context.Context, mediaID string, maxBytes int64) (data []byte, contentType, filename string, err error)
+}
+
+// Recognizer transcribes 16 kHz mono speech (*asr.Recognizer).
+type Recognizer interface {
+	Transcribe(ctx context.Context, samples []float32) (asr.Result, error)
+}
+
+// Limits on inbound media.
+const (
+	maxImageBytes  = 10 << 20 // WeCom's image limit
+	maxVisionBytes = 5 << 20  // larger pictures are saved but not shown to the model
+	maxVisionParts = 4        // pictures of one turn shown to the model
+	maxVoiceBytes  = 4 << 20  // WeCom voice is at most 60 s of AMR/speex (2 MB)
+	maxFileBytes   = 20 << 20 // files and videos
+	downloadTime   = time.Minute
+	ffmpegTime     = 30 * time.Second
+	// maxPCMBytes is asr.MaxAudio of 16 kHz s16le, the most ffmpeg may write.
+	maxPCMBytes = int64(asr.MaxAudio/time.Second) * asr.SampleRate * 2
+)
+
+// uploadsDir is where inbound media are saved, under the workspace.
+const uploadsDir = "uploads"
+
+// mediaResult is what one inbound media message contributes to a turn.
+type mediaResult struct {
+	text   string    // for the model; "" adds nothing
+	image  *llm.Part // for a vision model
+	notice string    // a reply to the user (a failure), sent before the turn's replies
+	// note marks text that is only context (a failure the user was
+	// told about): it does not make a turn on its own.
+	note bool
+}
+
+// media downloads, stores and converts one media row. It never fails the
+// turn: a failure becomes a notice to the user and a note to the model.
+func (p *Processor) media(ctx context.Context, b *batch, r row, images int) mediaResult {
+	var m wx.Message
+	if err := json.Unmarshal([]byte(r.raw), &m); err != nil || m.MediaID == "" || p.cfg.Media == nil || p.cfg.Workspace == "" {
+		// Not downloadable (no media id, or no workspace configured).
+		return mediaResult{text: r.content}
+	}
+	kind, limit, what := r.msgType, int64(maxFileBytes), "file"
+	switch kind {
+	case wx.MsgImage:
+		limit, what = maxImageBytes, "picture"
+	case wx.MsgVoice:
+		limit, what = maxVoiceBytes, "voice message"
+	case wx.MsgVideo:
+		what = "video"
+	}
+	dctx, cancel := context.WithTimeout(ctx, downloadTime)
+	data, _, _, err := p.cfg.Media.GetMedia(dctx, m.MediaID, limit)
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return mediaResult{}
+		}
+		p.logger.Warn("wecom media download failed", "sender", b.sender, "type", kind, "err", err)
+		reason := "the download failed"
+		if errors.Is(err, wx.ErrMediaSize) {
+			reason = fmt.Sprintf("it is larger than the %d MB I accept", limit>>20)
+		}
+		return mediaResult{
+			text:   fmt.Sprintf("[The user sent a %s that could not be downloaded.]", what),
+			note:   true,
+			notice: fmt.Sprintf("I could not get your %s (%s); please send it again.", what, reason),
+		}
+	}
+	ext := mediaExt(kind, m, data)
+	rel, err := p.saveUpload(b.sender, r, m.MsgID, ext, data)
+	if err != nil {
+		p.logger.Error("wecom media not saved", "sender", b.sender, "type", kind, "err", err)
+		return mediaResult{
+			text:   fmt.Sprintf("[The user sent a %s that could not be saved.]", what),
+			note:   true,
+			notice: fmt.Sprintf("I could not store your %s (a problem on my side); please send it again later.", what),
+		}
+	}
+	switch kind {
+	case wx.MsgImage:
+		res := mediaResult{text: fmt.Sprintf("[image saved to %s]", rel)}
+		if p.cfg.Vision != nil && p.cfg.Vision() && images < maxVisionParts && len(data) <= maxVisionBytes {
+			part := llm.ImagePart(imageMIME(data), data)
+			res.image = &part
+			res.text = fmt.Sprintf("[The user sent a picture (attached); saved to %s]", rel)
+		}
+		return res
+	case wx.MsgVoice:
+		return p.transcribe(ctx, b, data, rel)
+	case wx.MsgVideo:
+		return mediaResult{text: fmt.Sprintf("[The user sent a video (%s), saved to %s]", sizeText(len(data)), rel)}
+	}
+	return mediaResult{text: fmt.Sprintf("[The user sent a file %q (%s), saved to %s; read_file can open it if it is text]",
+		clean(m.FileName, 128), sizeText(len(data)), rel)}
+}
+
+// transcribe turns a voice message into text: ffmpeg decodes it to 16 kHz
+// mono PCM, the local whisper model transcribes it.
+func (p *Processor) transcribe(ctx context.Context, b *batch, data []byte, rel string) mediaResult {
+	var rec Recognizer
+	if p.cfg.ASR != nil {
+		rec = p.cfg.ASR()
+	}
+	if rec == nil {
+		return mediaResult{
+			text:   fmt.Sprintf("[The user sent a voice message (saved to %s) that could not be transcribed.]", rel),
+			note:   true,
+			notice: "I cannot listen to voice messages right now (speech recognition is not available on this agent); please type your message.",
+		}
+	}
+	pcm, err := decodeVoice(ctx, p.cfg.FFmpeg, data)
+	if err != nil {
+		if ctx.Err() != nil {
+			return mediaResult{}
+		}
+		p.logger.Warn("wecom voice not decoded", "sender", b.sender, "err", err)
+		return mediaResult{
+			text:   fmt.Sprintf("[The user sent a voice message (saved to %s) that could not be decoded.]", rel),
+			note:   true,
+			notice: "I could not decode your voice message; please try again or type your message.",
+		}
+	}
+	samples, err := audio.PCM16ToFloat32(pcm)
+	if err == nil && len(samples) == 0 {
+		err = errors.New("no audio")
+	}
+	var res asr.Result
+	if err == nil {
+		res, err = rec.Transcribe(ctx, samples)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return mediaResult{}
+		}
+		p.logger.Warn("wecom voice not transcribed", "sender", b.sender, "err", err)
+		return mediaResult{
+			text:   fmt.Sprintf("[The user sent a voice message (saved to %s) that could not be transcribed.]", rel),
+			note:   true,
+			notice: "I could not transcribe your voice message; please try again or type your message.",
+		}
+	}
+	text := strings.TrimSpace(res.Text)
+	p.logger.Debug("wecom voice transcribed", "sender", b.sender, "audio", res.AudioDuration, "took", res.Elapsed, "chars", len(text))
+	if text == "" {
+		return mediaResult{notice: "I could not make out any words in your voice message; please try again or type your message."}
+	}
+	return mediaResult{text: "[voice message, transcribed] " + text}
+}
+
+// decodeVoice runs ffmpeg on data (AMR, speex, anything it reads) and
+// returns at most asr.MaxAudio of 16 kHz mono s16le PCM.
+func decodeVoice(ctx context.Context, ffmpeg string, data []byte) ([]byte, error) {
+	if ffmpeg == "" {
+		ffmpeg = "ffmpeg"
+	}
+	ctx, cancel := context.WithTimeout(ctx, ffmpegTime)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, ffmpeg, "-nostdin", "-hide_banner", "-loglevel", "error",
+		"-i", "pipe:0", "-t", fmt.Sprint(int(asr.MaxAudio/time.Second)),
+		"-vn", "-ac", "1", "-ar", fmt.Sprint(asr.SampleRate), "-f", "s16le", "-c:a", "pcm_s16le", "pipe:1")
+	cmd.Stdin = bytes.NewReader(data)
+	var stderr limitedBuffer
+	stderr.max = 4 << 10
+	cmd.Stderr = &stderr
+	cmd.WaitDelay = time.Second
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, fmt.Errorf("ffmpeg: %w", err)
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("ffmpeg: %w (is ffmpeg installed?)", err)
+	}
+	pcm, rerr := io.ReadAll(io.LimitReader(out, maxPCMBytes+1))
+	if int64(len(pcm)) > maxPCMBytes {
+		pcm = pcm[:maxPCMBytes]
+		cmd.Process.Kill()
+	}
+	io.Copy(io.Discard, out)
+	werr := cmd.Wait()
+	switch {
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("ffmpeg: %w", ctx.Err())
+	case rerr != nil:
+		return nil, fmt.Errorf("ffmpeg: read: %w", rerr)
+	case werr != nil && int64(len(pcm)) < maxPCMBytes:
+		return nil, fmt.Errorf("ffmpeg: %v: %s", werr, strings.TrimSpace(stderr.String()))
+	}
+	return pcm[:len(pcm)&^1], nil
+}
+
+// limitedBuffer keeps the first max bytes written to it.
+type limitedBuffer struct {
+	bytes.Buffer
+	max int
+}
+
+func (b *limitedBuffer) Write(p []byte) (int, error) {
+	if room := b.max - b.Len(); room > 0 {
+		b.Buffer.Write(p[:min(room, len(p))])
+	}
+	return len(p), nil
+}
+
+// saveUpload writes data to uploads/<sender>/<date>-<msgid><ext> under the
+// workspace, through an os.Root: neither the sender, the message id nor a
+// WeCom file name can choose a path outside it. It returns the path
+// relative to the workspace.
+func (p *Processor) saveUpload(sender string, r row, msgID, ext string, data []byte) (string, error) {
+	root, err := os.OpenRoot(p.cfg.Workspace)
+	if err != nil {
+		return "", fmt.Errorf("open workspace: %w", err)
+	}
+	defer root.Close()
+	dir := path.Join(uploadsDir, safeName(sender))
+	if err := root.MkdirAll(dir, 0o750); err != nil {
+		return "", fmt.Errorf("create %s: %w", dir, err)
+	}
+	id := safeName(msgID)
+	if msgID == "" {
+		id = fmt.Sprintf("row%d", r.id)
+	}
+	name := path.Join(dir, r.received.Format("20060102")+"-"+id+ext)
+	if err := root.WriteFile(name, data, 0o640); err != nil {
+		return "", fmt.Errorf("write %s: %w", name, err)
+	}
+	return name, nil
+}
+
+// safeName maps s to a file name of [A-Za-z0-9_.@-], at most 64 bytes,
+// never "", "." or "..".
+func safeName(s string) string {
+	var b strings.Builder
+	for _, c := range s {
+		if b.Len() >= 64 {
+			break
+		}
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '-', c == '@', c == '.':
+			b.WriteRune(c)
+		default:
+			b.WriteByte('_')
+		}
+	}
+	out := strings.TrimLeft(b.String(), ".")
+	if out == "" {
+		return "_"
+	}
+	return out
+}
+
+// mediaExt picks the saved file's extension: from the content for
+// pictures, the voice format, and for files only a short alphanumeric
+// extension of the sender's file name.
+func mediaExt(kind string, m wx.Message, data []byte) string {
+	switch kind {
+	case wx.MsgImage:
+		switch imageMIME(data) {
+		case "image/png":
+			return ".png"
+		case "image/gif":
+			return ".gif"
+		case "image/webp":
+			return ".webp"
+		}
+		return ".jpg"
+	case wx.MsgVoice:
+		if strings.EqualFold(m.Format, "speex") {
+			return ".spx"
+		}
+		return ".amr"
+	case wx.MsgVideo:
+		return ".mp4"
+	}
+	ext := strings.ToLower(path.Ext(strings.ReplaceAll(m.FileName, `\`, "/")))
+	if len(ext) < 2 || len(ext) > 9 {
+		return ".bin"
+	}
+	for _, c := range ext[1:] {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') {
+			return ".bin"
+		}
+	}
+	return ext
+}
+
+// imageMIME sniffs a picture's type; JPEG when unknown.
+func imageMIME(data []byte) string {
+	switch ct := http.DetectContentType(data); ct {
+	case "image/png", "image/gif", "image/webp", "image/jpeg":
+		return ct
+	}
+	return "image/jpeg"
+}
+
+func sizeText(n int) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%d KB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// clean drops control characters and cuts s to n bytes.
+func clean(s string, n int) string {
+	s = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return -1
+		}
+		return r
+	}, s)
+	if len(s) > n {
+		s = truncate(s, n)
+	}
+	return s
+}
