@@ -34,6 +34,8 @@ echo "bench: wecom" >&2
 "$go" test -tags "$tags" -count=1 -run 'TestWeComCrashMidFlood' -v ./cmd/agent/ > "$tmp/crash.txt" 2>&1 || { cat "$tmp/crash.txt"; exit 1; }
 echo "bench: scheduler" >&2
 "$go" test -tags "$tags" -run '^$' -bench 'FireTime1000|StoredJobs10k' -benchtime 1x ./pkg/scheduler/ > "$tmp/sched.txt" 2>&1 || { cat "$tmp/sched.txt"; exit 1; }
+echo "bench: voice" >&2
+"$go" test -tags "$tags" -run '^$' -bench 'EndToTranscript3s' -benchtime 10x ./pkg/channel/voice/ > "$tmp/voice.txt" 2>&1 || { cat "$tmp/voice.txt"; exit 1; }
 echo "bench: daemon start-up and RSS" >&2
 "$go" run ./scripts/measure -bin bin/agent -models testdata/models > "$tmp/measure.txt"
 
@@ -149,6 +151,15 @@ cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)
   echo "| benchmark | time/op | metrics |"
   echo "|---|---|---|"
   bench_rows "$tmp/sched.txt"
+  echo
+  echo "## Voice channel (target: end of utterance to final transcript <= 0.6 s for 3 s of speech, tiny shape, 2 threads)"
+  echo
+  echo "A 3 s espeak-ng utterance streamed as PCM frames over the agent.voice.v1 WebSocket; timed from the client's"
+  echo "end frame to the final transcript frame; asr = the time inside whisper.cpp for the same utterance."
+  echo
+  echo "| benchmark | time/op | metrics |"
+  echo "|---|---|---|"
+  bench_rows "$tmp/voice.txt"
   echo
   echo "## Agent loop overhead (40-message session, one tool step + answer, in-process fake LLM, real SQLite; target: <= 2 ms p99 per step)"
   echo
