@@ -133,11 +133,16 @@ whisper_src() {
   echo "$src"
 }
 
-whisper_build() { # whisper_build ARCH [cmake args...]
-  local arch=$1; shift
+whisper_build() { # whisper_build ARCH cli|nocli [cmake args...]
+  # cli: also build whisper.cpp's own whisper-cli into $out/bin (host only; the
+  # benchmarks compare our Go path against it on the same tree).
+  local arch=$1 cli=$2; shift 2
   local out="$deps/whisper/linux-$arch"
   local stamp="$WHISPER_VERSION $*"
-  if [ -f "$out/lib/libwhisper.a" ] && [ -f "$out/include/whisper.h" ] && [ "$(cat "$out/BUILD" 2>/dev/null)" = "$stamp" ]; then
+  local targets=(whisper) examples=OFF
+  if [ "$cli" = cli ]; then stamp="$stamp +cli"; targets+=(whisper-cli); examples=ON; fi
+  if [ -f "$out/lib/libwhisper.a" ] && [ -f "$out/include/whisper.h" ] && [ "$(cat "$out/BUILD" 2>/dev/null)" = "$stamp" ] &&
+    { [ "$cli" != cli ] || [ -x "$out/bin/whisper-cli" ]; }; then
     log "whisper.cpp $WHISPER_VERSION ($arch): present"; return
   fi
   local src
@@ -147,12 +152,17 @@ whisper_build() { # whisper_build ARCH [cmake args...]
   rm -rf "$b"
   mkdir -p "$deps/build"
   cmake -S "$src" -B "$b" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DGGML_NATIVE=OFF \
-    -DGGML_OPENMP=OFF -DWHISPER_BUILD_TESTS=OFF -DWHISPER_BUILD_EXAMPLES=OFF -DWHISPER_BUILD_SERVER=OFF \
+    -DGGML_OPENMP=OFF -DWHISPER_BUILD_TESTS=OFF -DWHISPER_BUILD_EXAMPLES=$examples -DWHISPER_BUILD_SERVER=OFF \
     -DWHISPER_SDL2=OFF -DWHISPER_CURL=OFF "$@" >"$b.log" 2>&1 || { tail -30 "$b.log" >&2; exit 1; }
-  cmake --build "$b" -j "$jobs" --target whisper >>"$b.log" 2>&1 || { tail -30 "$b.log" >&2; exit 1; }
+  cmake --build "$b" -j "$jobs" --target "${targets[@]}" >>"$b.log" 2>&1 || { tail -30 "$b.log" >&2; exit 1; }
   rm -rf "$out"
   mkdir -p "$out/lib" "$out/include"
-  find "$b" -name '*.a' -exec cp {} "$out/lib/" \;
+  # The libraries only: the examples' own helper archive stays behind.
+  find "$b" -name '*.a' -not -path '*/examples/*' -exec cp {} "$out/lib/" \;
+  if [ "$cli" = cli ]; then
+    mkdir -p "$out/bin"
+    cp "$b/bin/whisper-cli" "$out/bin/"
+  fi
   cp "$src"/include/whisper.h "$src"/ggml/include/*.h "$out/include/"
   echo "$stamp" > "$out/BUILD"
   rm -rf "$b"
@@ -162,12 +172,12 @@ whisper_build() { # whisper_build ARCH [cmake args...]
 arm_arch=-DGGML_CPU_ARM_ARCH=armv8.2-a+fp16+dotprod
 
 step_whisper() {
-  if [ "$host_arch" = arm64 ]; then whisper_build arm64 "$arm_arch"; else whisper_build amd64; fi
+  if [ "$host_arch" = arm64 ]; then whisper_build arm64 cli "$arm_arch"; else whisper_build amd64 cli; fi
 }
 
 step_whisper_arm64() {
   if [ "$host_arch" = arm64 ]; then step_whisper; return; fi
-  whisper_build arm64 -DCMAKE_SYSTEM_NAME=Linux -DCMAKE_SYSTEM_PROCESSOR=aarch64 \
+  whisper_build arm64 nocli -DCMAKE_SYSTEM_NAME=Linux -DCMAKE_SYSTEM_PROCESSOR=aarch64 \
     -DCMAKE_C_COMPILER=aarch64-linux-gnu-gcc -DCMAKE_CXX_COMPILER=aarch64-linux-gnu-g++ "$arm_arch"
 }
 

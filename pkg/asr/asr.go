@@ -46,6 +46,11 @@ type Config struct {
 	// Threads is the number of CPU threads per transcription; 0 picks
 	// min(NumCPU, 4).
 	Threads int
+	// MaxTokens caps the tokens decoded per 30 s window below the budget
+	// derived from the audio's length (0: no extra cap). Tests on
+	// random-weight models, whose text is meaningless and never ends on its
+	// own, set it low to keep decoding short.
+	MaxTokens int
 }
 
 // Result is one transcription.

@@ -83,6 +83,7 @@ import (
 type Recognizer struct {
 	logger       *slog.Logger
 	threads      int
+	maxTokens    int // Config.MaxTokens
 	multilingual bool
 	autoLang     bool // multilingual model, language detected per call
 	modelCtx     int  // the model's full audio context (1500)
@@ -156,6 +157,7 @@ func New(cfg Config, logger *slog.Logger) (*Recognizer, error) {
 	r := &Recognizer{
 		logger:       logger,
 		threads:      threads,
+		maxTokens:    cfg.MaxTokens,
 		multilingual: C.whisper_is_multilingual(wctx) != 0,
 		modelCtx:     int(C.whisper_model_n_audio_ctx(wctx)),
 		ctx:          wctx,
@@ -235,7 +237,11 @@ func (r *Recognizer) Transcribe(ctx context.Context, samples []float32) (Result,
 	params.print_timestamps = false
 	params.print_special = false
 	params.audio_ctx = C.int(audioCtx(len(input), r.modelCtx))
-	params.max_tokens = C.int(tokenBudget(len(input)))
+	budget := tokenBudget(len(input))
+	if r.maxTokens > 0 {
+		budget = min(budget, r.maxTokens)
+	}
+	params.max_tokens = C.int(budget)
 	// One fallback pass at temperature 1 when greedy decoding fails, not
 	// five (0.2 ... 1.0), as whisper.cpp's voice-command example does: it
 	// bounds the latency of a hard utterance to about twice an easy one.

@@ -207,10 +207,11 @@ func (c *client) pcm(b []byte, size int) {
 	}
 }
 
-// next reads one frame; the deadline only guards against a hang.
+// next reads one frame; the deadline only guards against a hang (whisper
+// under -race on two busy cores can take minutes).
 func (c *client) next() frame {
 	c.t.Helper()
-	f, err := c.read(60 * time.Second)
+	f, err := c.read(5 * time.Minute)
 	if err != nil {
 		c.t.Fatalf("read: %v", err)
 	}

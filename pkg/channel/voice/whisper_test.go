@@ -37,7 +37,7 @@ func whisper(tb testing.TB) *asr.Recognizer {
 	tb.Helper()
 	path := asrtest.TinyModel(tb, false)
 	whisperOnce.Do(func() {
-		whisperRec, whisperErr = asr.New(asr.Config{ModelPath: path, Language: "en", Threads: 2}, nil)
+		whisperRec, whisperErr = asr.New(asr.Config{ModelPath: path, Language: "en", Threads: 2, MaxTokens: 8}, nil)
 	})
 	if whisperErr != nil {
 		if errors.Is(whisperErr, asr.ErrNotBuilt) {
@@ -71,9 +71,6 @@ func TestWhisperUtterance(t *testing.T) {
 		t.Errorf("transcript not final: %+v", f)
 	}
 	t.Logf("%v of speech: end to transcript %v, %q", audio.Duration(len(speech), 16000), took, f.Text)
-	if took > 20*time.Second {
-		t.Errorf("end to transcript took %v", took)
-	}
 	if f.Text != "" {
 		if _, final := c.replies(); final != "you said: "+f.Text {
 			t.Errorf("reply %q", final)
@@ -164,7 +161,17 @@ func BenchmarkEndToTranscript3s(b *testing.B) {
 		speech = append(speech, make([]float32, n-len(speech))...)
 	}
 	pcm := toPCM16(speech[:n])
-	rec := &timedRecognizer{r: whisper(b)}
+	// Its own recogniser, without the tests' token cap: the full decoding
+	// budget, as in production.
+	full, err := asr.New(asr.Config{ModelPath: asrtest.TinyModel(b, false), Language: "en", Threads: 2}, nil)
+	if err != nil {
+		if errors.Is(err, asr.ErrNotBuilt) {
+			asrtest.Unavailable(b, "whisper.cpp", err)
+		}
+		b.Fatal(err)
+	}
+	defer full.Close()
+	rec := &timedRecognizer{r: full}
 	_, hs := newServer(b, Config{ASR: func() Recognizer { return rec }, VAD: VADConfig{Silence: -1}})
 	c := dial(b, hs)
 	c.ready(nil)
