@@ -72,12 +72,11 @@ func (f *fakeASR) numCalls() int {
 // fakeConv answers "you said: TEXT", streamed in two fragments. When gate
 // is set the turn waits for it (or the job's cancellation through Cancel).
 type fakeConv struct {
-	mu        sync.Mutex
-	turns     []conversation.Inbound
-	gate      chan struct{}
-	started   chan string
-	cancelled chan string
-	pieces    int // fragments to stream (default 2)
+	mu      sync.Mutex
+	turns   []conversation.Inbound
+	gate    chan struct{}
+	started chan string
+	pieces  int // fragments to stream (default 2)
 }
 
 func (f *fakeConv) Handle(ctx context.Context, in conversation.Inbound, reply conversation.Reply) (<-chan struct{}, error) {
