@@ -299,8 +299,8 @@ func (s *Store) keywordSearch(ctx context.Context, scope, query string, n int) (
 // are dropped from a keyword query: their bm25 weight is close to nothing,
 // and ranking every fact they match is what makes a large memory slow.
 const (
-	commonShare = 0.05
-	commonMin   = 2000
+	commonShare = 0.02
+	commonMin   = 1000
 )
 
 // dropCommon removes the words of a query that too many facts contain,
