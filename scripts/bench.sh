@@ -40,6 +40,7 @@ echo "bench: voice" >&2
 "$go" test -tags "$tags" -run '^$' -bench 'VersusCLI3s' -benchtime 3x -timeout 30m ./pkg/asr/ >> "$tmp/voice.txt" 2>&1 || { cat "$tmp/voice.txt"; exit 1; }
 echo "bench: daemon start-up and RSS" >&2
 "$go" run ./scripts/measure -bin bin/agent -models testdata/models > "$tmp/measure.txt"
+"$go" run -tags "$tags" ./scripts/measure-voice -bin bin/agent -models testdata/models > "$tmp/measure-voice.txt"
 
 ref=""
 if [ -d scripts/ref/node_modules/onnxruntime-node ] && [ -f scripts/ref/bench.mjs ]; then
@@ -175,6 +176,7 @@ cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)
   echo "| benchmark | time/op | metrics |"
   echo "|---|---|---|"
   bench_rows "$tmp/voice.txt"
+  echo; echo "RSS with 4 concurrent voice connections (target <= 500 MB; scripts/measure-voice: the daemon with both models, 4 WebSocket clients each streaming 3 s espeak-ng utterances and waiting for the transcripts):"; echo; cat "$tmp/measure-voice.txt"
   echo
   echo "## Agent loop overhead (40-message session, one tool step + answer, in-process fake LLM, real SQLite; target: <= 2 ms p99 per step)"
   echo

@@ -46,15 +46,18 @@ type conn struct {
 	wsMu sync.Mutex
 	ws   *websocket.Conn
 
-	out        chan []byte // frames for writeLoop
+	out        chan outFrame // frames for writeLoop
 	writerDone chan struct{}
+	credits    chan struct{} // audio frames queued or being written (speak)
 	jobs       sync.WaitGroup
 
 	// Set by the hello, read-only afterwards.
 	in       conversation.Inbound
 	session  string
 	rate     int
-	maxBytes int // PCM bytes per utterance
+	maxBytes int    // PCM bytes per utterance
+	tts      bool   // spoken replies asked for ("tts":true)
+	ttsVoice string // espeak-ng voice for them
 
 	// Owned by the reading goroutine.
 	pcm       []byte // the utterance so far, an even number of bytes
@@ -105,8 +108,9 @@ func (c *conn) serve(ws *websocket.Conn, remote string) {
 	}
 	c.log = c.log.With("session", c.session, "profile", c.in.Profile)
 	c.log.Info("voice client connected", "rate", c.rate)
-	c.out = make(chan []byte, c.s.lim.SendQueue)
+	c.out = make(chan outFrame, c.s.lim.SendQueue)
 	c.writerDone = make(chan struct{})
+	c.credits = make(chan struct{}, audioCredits)
 	go c.writeLoop()
 	c.send(readyMsg{Type: "ready", Session: c.session, Protocol: Protocol})
 	c.readLoop()
@@ -159,6 +163,14 @@ func (c *conn) hello() bool {
 	if sender == "" || len(sender) > maxName || !utf8.ValidString(sender) {
 		return c.reject(CodeBadHello, fmt.Sprintf("the hello needs a user or device name of 1 to %d bytes", maxName), websocket.CloseProtocolError)
 	}
+	ttsVoice := m.Voice
+	if ttsVoice == "" {
+		ttsVoice = defaultTTSVoice
+	}
+	if !validVoice(ttsVoice) {
+		return c.reject(CodeBadHello, fmt.Sprintf("voice %q: want an espeak-ng voice name such as en or cmn", clip(m.Voice)), websocket.CloseProtocolError)
+	}
+	c.tts, c.ttsVoice = m.TTS, ttsVoice
 	in := conversation.Inbound{Channel: Channel, Profile: profile, Sender: sender}
 	key, err := conversation.Key(in)
 	if err != nil {
@@ -217,11 +229,18 @@ func (c *conn) writeLoop() {
 	}
 	for {
 		select {
-		case b := <-c.out:
+		case f := <-c.out:
+			typ := websocket.TextMessage
+			if f.binary {
+				typ = websocket.BinaryMessage
+			}
 			ws.SetWriteDeadline(time.Now().Add(lim.WriteTimeout))
-			if err := ws.WriteMessage(websocket.TextMessage, b); err != nil {
+			if err := ws.WriteMessage(typ, f.b); err != nil {
 				fail("frame", err)
 				return
+			}
+			if f.binary {
+				<-c.credits
 			}
 		case <-tick.C:
 			if err := ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(lim.WriteTimeout)); err != nil {
@@ -243,8 +262,13 @@ func (c *conn) send(v any) bool {
 		c.log.Error("voice frame not encodable", "err", err)
 		return false
 	}
+	return c.enqueue(outFrame{b: b})
+}
+
+// enqueue queues an encoded frame (see send).
+func (c *conn) enqueue(f outFrame) bool {
 	select {
-	case c.out <- b:
+	case c.out <- f:
 		return true
 	case <-c.ctx.Done():
 		return false
@@ -331,7 +355,6 @@ func (c *conn) audio(data []byte) {
 		}
 		return
 	}
-	c.vadEnded = false
 	if len(c.pcm)+len(data) > c.maxBytes {
 		c.pcm, c.overflow = nil, true
 		c.vad.reset()
@@ -339,7 +362,11 @@ func (c *conn) audio(data []byte) {
 		return
 	}
 	c.pcm = append(c.pcm, data...)
-	if c.vad.feed(data) {
+	ended := c.vad.feed(data)
+	if c.vad.heard() { // a new utterance, not the tail of one voice activity ended
+		c.vadEnded = false
+	}
+	if ended {
 		c.endUtterance(true)
 	}
 }
@@ -361,6 +388,10 @@ func (c *conn) endUtterance(byVAD bool) {
 			return
 		}
 		c.send(transcript("", true))
+		return
+	}
+	if !byVAD && !heard && c.vadEnded { // trailing silence of a VAD-ended utterance, then its end
+		c.vadEnded = false
 		return
 	}
 	c.vadEnded = byVAD
@@ -517,7 +548,9 @@ func (c *conn) turn(ctx context.Context, gen uint64, text string) {
 	mu.Lock()
 	final := last
 	mu.Unlock()
-	c.sendJob(gen, reply(final, true))
+	if c.sendJob(gen, reply(final, true)) && c.tts && strings.TrimSpace(final) != "" {
+		c.speak(ctx, gen, final)
+	}
 }
 
 func (c *conn) current(gen uint64) bool {

@@ -19,6 +19,7 @@ const (
 	CodeASRFailed      = "asr_failed"      // recognition failed
 	CodeLLMUnavailable = "llm_unavailable" // the conversation pipeline is not running
 	CodeBusy           = "busy"            // a turn is in flight on this connection
+	CodeTTSUnavailable = "tts_unavailable" // a spoken reply could not be synthesised (espeak-ng missing or failing)
 )
 
 // SampleRates are the hello sample rates accepted (Hz).
@@ -44,6 +45,8 @@ type clientMsg struct {
 	SampleRate int    `json:"sample_rate,omitempty"`
 	Protocol   string `json:"protocol,omitempty"`
 	Text       string `json:"text,omitempty"`
+	TTS        bool   `json:"tts,omitempty"`   // hello: speak the final replies (audio frames)
+	Voice      string `json:"voice,omitempty"` // hello: espeak-ng voice of spoken replies; default en
 }
 
 // Server frames.
@@ -57,6 +60,15 @@ type textMsg struct {
 	Type  string `json:"type"` // transcript | reply
 	Text  string `json:"text"`
 	Final bool   `json:"final"`
+}
+
+// audioMsg announces a spoken reply: Bytes bytes of Format audio follow
+// in binary frames.
+type audioMsg struct {
+	Type       string `json:"type"`   // audio
+	Format     string `json:"format"` // wav
+	SampleRate int    `json:"sample_rate"`
+	Bytes      int    `json:"bytes"`
 }
 
 type errorMsg struct {

@@ -94,6 +94,8 @@ type Config struct {
 	Cancel func(in conversation.Inbound)
 	Limits Limits
 	VAD    VADConfig
+	// TTS: spoken replies for clients whose hello says "tts":true.
+	TTS    TTSConfig
 	Logger *slog.Logger
 }
 
@@ -103,6 +105,10 @@ type Server struct {
 	lim      Limits
 	logger   *slog.Logger
 	upgrader websocket.Upgrader
+
+	// chunkHook, when set (tests), runs before each audio frame of a
+	// spoken reply is queued.
+	chunkHook func(ctx context.Context, i int)
 
 	mu     sync.Mutex
 	conns  map[*conn]struct{}
@@ -123,6 +129,7 @@ func New(cfg Config) *Server {
 		cfg.ASR = func() Recognizer { return nil }
 	}
 	cfg.VAD = cfg.VAD.withDefaults()
+	cfg.TTS = cfg.TTS.withDefaults()
 	return &Server{
 		cfg:    cfg,
 		lim:    cfg.Limits.withDefaults(),
