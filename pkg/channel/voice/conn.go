@@ -291,6 +291,18 @@ func (c *conn) sendJob(gen uint64, v any) bool {
 	return c.send(v)
 }
 
+// sendLast enqueues a job's last frame and ends its turn in the same step,
+// so a client that answers the frame at once is not told busy.
+func (c *conn) sendLast(gen uint64, v any) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gen != gen {
+		return false
+	}
+	c.busy, c.jobCancel, c.turnIn = false, nil, nil
+	return c.send(v)
+}
+
 func (c *conn) fail(code, msg string) { c.send(errorFrame(code, msg)) }
 
 func (c *conn) command(data []byte) {
@@ -461,12 +473,12 @@ func (c *conn) cancelAll() {
 func (c *conn) recognize(ctx context.Context, gen uint64, pcm []byte) {
 	rec := c.s.cfg.ASR()
 	if rec == nil {
-		c.sendJob(gen, errorFrame(CodeASRUnavailable, "speech recognition is not available (asr.model not loaded: agentctl doctor); text turns still work"))
+		c.sendLast(gen, errorFrame(CodeASRUnavailable, "speech recognition is not available (asr.model not loaded: agentctl doctor); text turns still work"))
 		return
 	}
 	samples, err := audio.PCM16ToFloat32(pcm)
 	if err != nil { // cannot happen: pcm is even
-		c.sendJob(gen, errorFrame(CodeBadAudio, err.Error()))
+		c.sendLast(gen, errorFrame(CodeBadAudio, err.Error()))
 		return
 	}
 	if c.rate != asr.SampleRate {
@@ -485,12 +497,16 @@ func (c *conn) recognize(ctx context.Context, gen uint64, pcm []byte) {
 			code = CodeASRUnavailable
 		}
 		c.log.Warn("voice recognition failed", "err", err)
-		c.sendJob(gen, errorFrame(code, err.Error()))
+		c.sendLast(gen, errorFrame(code, err.Error()))
 		return
 	}
 	text := strings.TrimSpace(res.Text)
 	c.log.Debug("voice transcript", "audio", res.AudioDuration, "elapsed", res.Elapsed, "chars", len(text))
-	if !c.sendJob(gen, transcript(text, true)) || text == "" {
+	if text == "" {
+		c.sendLast(gen, transcript(text, true))
+		return
+	}
+	if !c.sendJob(gen, transcript(text, true)) {
 		return
 	}
 	c.turn(ctx, gen, text)
@@ -502,7 +518,7 @@ func (c *conn) recognize(ctx context.Context, gen uint64, pcm []byte) {
 func (c *conn) turn(ctx context.Context, gen uint64, text string) {
 	conv := c.s.cfg.Conversation
 	if conv == nil {
-		c.sendJob(gen, errorFrame(CodeLLMUnavailable, "the conversation pipeline is not running (agentctl doctor)"))
+		c.sendLast(gen, errorFrame(CodeLLMUnavailable, "the conversation pipeline is not running (agentctl doctor)"))
 		return
 	}
 	in := c.in
@@ -536,7 +552,7 @@ func (c *conn) turn(ctx context.Context, gen uint64, text string) {
 	switch {
 	case err != nil && !told:
 		c.log.Warn("voice turn not started", "err", err)
-		c.sendJob(gen, errorFrame(CodeLLMUnavailable, "the turn could not start: "+err.Error()))
+		c.sendLast(gen, errorFrame(CodeLLMUnavailable, "the turn could not start: "+err.Error()))
 		return
 	case err == nil:
 		select {
@@ -548,7 +564,12 @@ func (c *conn) turn(ctx context.Context, gen uint64, text string) {
 	mu.Lock()
 	final := last
 	mu.Unlock()
-	if c.sendJob(gen, reply(final, true)) && c.tts && strings.TrimSpace(final) != "" {
+	if !c.tts || strings.TrimSpace(final) == "" {
+		c.sendLast(gen, reply(final, true))
+		return
+	}
+	// A spoken reply follows: the turn lasts until its audio is sent.
+	if c.sendJob(gen, reply(final, true)) {
 		c.speak(ctx, gen, final)
 	}
 }
