@@ -55,9 +55,7 @@ func runJobs(ctx context.Context, path string, args []string, asJSON bool, stdou
 				return err
 			}
 			if asJSON {
-				enc := json.NewEncoder(stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(list)
+				return printJSON(stdout, list)
 			}
 			writeJobs(stdout, list)
 			return nil

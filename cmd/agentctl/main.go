@@ -99,9 +99,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env confi
 				return err
 			}
 			if *asJSON {
-				enc := json.NewEncoder(stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(ss)
+				return printJSON(stdout, ss)
 			}
 			fmt.Fprintf(stdout, "%-6s %-6s %-8s %-17s %s\n", "ID", "OPEN", "MESSAGES", "LAST ACTIVITY", "KEY")
 			for _, s := range ss {
@@ -163,9 +161,7 @@ func runStatus(ctx context.Context, path string, asJSON bool, stdout, stderr io.
 			return err
 		}
 		if asJSON {
-			enc := json.NewEncoder(stdout)
-			enc.SetIndent("", "  ")
-			return enc.Encode(st)
+			return printJSON(stdout, st)
 		}
 		health := "healthy"
 		if !st.Healthy {
@@ -216,9 +212,7 @@ func runModelsVerify(path string, asJSON bool, stdout, stderr io.Writer, env con
 		bad = bad || v.Status == "mismatch" || v.Status == "missing"
 	}
 	if asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		enc.Encode(vs)
+		printJSON(stdout, vs)
 	} else {
 		for _, v := range vs {
 			fmt.Fprintf(stdout, "%-8s  %s  %s\n", v.Status, v.Path, v.Detail)
@@ -288,9 +282,7 @@ func runMemory(ctx context.Context, path string, args []string, asJSON bool, std
 	q := admin.MemoryQuery{Scope: *scope, Limit: *limit, History: *history}
 	print := func(facts []admin.Fact) error {
 		if asJSON {
-			enc := json.NewEncoder(stdout)
-			enc.SetIndent("", "  ")
-			return enc.Encode(facts)
+			return printJSON(stdout, facts)
 		}
 		if len(facts) == 0 {
 			fmt.Fprintln(stdout, "no facts")
@@ -356,4 +348,11 @@ func runMemory(ctx context.Context, path string, args []string, asJSON bool, std
 	}
 	fmt.Fprint(stderr, memoryUsage)
 	return 2
+}
+
+// printJSON writes v indented, for --json.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }

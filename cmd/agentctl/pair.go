@@ -38,9 +38,7 @@ func runPair(ctx context.Context, path string, args []string, asJSON bool, stdou
 				return err
 			}
 			if asJSON {
-				enc := json.NewEncoder(stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(list)
+				return printJSON(stdout, list)
 			}
 			if len(list) == 0 {
 				fmt.Fprintln(stdout, "no approved users and no pending codes")

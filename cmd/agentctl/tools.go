@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 
@@ -34,9 +33,7 @@ func runTools(ctx context.Context, path string, args []string, asJSON bool, stdo
 			return err
 		}
 		if asJSON {
-			enc := json.NewEncoder(stdout)
-			enc.SetIndent("", "  ")
-			return enc.Encode(list)
+			return printJSON(stdout, list)
 		}
 		writeTools(stdout, list)
 		return nil

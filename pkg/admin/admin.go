@@ -146,58 +146,7 @@ func Handler(b Backend) http.Handler {
 		}
 		writeJSON(w, http.StatusOK, ss)
 	})
-	mem, _ := b.(MemoryBackend)
-	memory := func(h func(w http.ResponseWriter, r *http.Request, m MemoryBackend)) http.HandlerFunc {
-		return func(w http.ResponseWriter, r *http.Request) {
-			if mem == nil {
-				writeJSON(w, http.StatusNotImplemented, map[string]string{"error": "this daemon has no long-term memory"})
-				return
-			}
-			h(w, r, mem)
-		}
-	}
-	query := func(r *http.Request) MemoryQuery {
-		q := r.URL.Query()
-		limit, _ := strconv.Atoi(q.Get("limit"))
-		return MemoryQuery{Scope: q.Get("scope"), Query: q.Get("q"), Limit: limit, History: q.Get("history") == "1"}
-	}
-	mux.HandleFunc("GET /v1/memory", memory(func(w http.ResponseWriter, r *http.Request, m MemoryBackend) {
-		facts, err := m.MemoryList(r.Context(), query(r))
-		if err != nil {
-			writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
-			return
-		}
-		writeJSON(w, http.StatusOK, facts)
-	}))
-	mux.HandleFunc("GET /v1/memory/search", memory(func(w http.ResponseWriter, r *http.Request, m MemoryBackend) {
-		q := query(r)
-		if strings.TrimSpace(q.Query) == "" {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "q (the query) is required"})
-			return
-		}
-		facts, err := m.MemorySearch(r.Context(), q)
-		if err != nil {
-			writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
-			return
-		}
-		writeJSON(w, http.StatusOK, facts)
-	}))
-	mux.HandleFunc("DELETE /v1/memory/{id}", memory(func(w http.ResponseWriter, r *http.Request, m MemoryBackend) {
-		id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
-		if err != nil || id <= 0 {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "the id must be a positive number"})
-			return
-		}
-		f, err := m.MemoryForget(r.Context(), id)
-		switch {
-		case errors.Is(err, ErrNotFound):
-			writeJSON(w, http.StatusNotFound, map[string]string{"error": err.Error()})
-		case err != nil:
-			writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
-		default:
-			writeJSON(w, http.StatusOK, f)
-		}
-	}))
+	registerMemory(mux, b)
 	registerTools(mux, b)
 	registerPairing(mux, b)
 	registerJobs(mux, b)
@@ -318,29 +267,17 @@ func (c *Client) Sessions(ctx context.Context) ([]Session, error) {
 
 // MemoryList lists facts (newest first).
 func (c *Client) MemoryList(ctx context.Context, q MemoryQuery) ([]Fact, error) {
-	ctx, cancel := quick(ctx)
-	defer cancel()
-	var facts []Fact
-	err := c.do(ctx, http.MethodGet, "/v1/memory?"+q.values().Encode(), nil, &facts)
-	return facts, err
+	return call[[]Fact](ctx, c, http.MethodGet, "/v1/memory?"+q.values().Encode(), nil)
 }
 
 // MemorySearch runs a hybrid search.
 func (c *Client) MemorySearch(ctx context.Context, q MemoryQuery) ([]Fact, error) {
-	ctx, cancel := quick(ctx)
-	defer cancel()
-	var facts []Fact
-	err := c.do(ctx, http.MethodGet, "/v1/memory/search?"+q.values().Encode(), nil, &facts)
-	return facts, err
+	return call[[]Fact](ctx, c, http.MethodGet, "/v1/memory/search?"+q.values().Encode(), nil)
 }
 
 // MemoryForget deletes fact id with its history.
 func (c *Client) MemoryForget(ctx context.Context, id int64) (Fact, error) {
-	ctx, cancel := quick(ctx)
-	defer cancel()
-	var f Fact
-	err := c.do(ctx, http.MethodDelete, "/v1/memory/"+strconv.FormatInt(id, 10), nil, &f)
-	return f, err
+	return call[Fact](ctx, c, http.MethodDelete, "/v1/memory/"+strconv.FormatInt(id, 10), nil)
 }
 
 func (q MemoryQuery) values() url.Values {
@@ -408,4 +345,34 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 		}
 	}
 	return nil
+}
+
+// registerMemory adds /v1/memory (list), /v1/memory/search and DELETE
+// /v1/memory/{id}; all answer 501 when b is not a MemoryBackend.
+func registerMemory(mux *http.ServeMux, b Backend) {
+	memory := optional[MemoryBackend](b, "long-term memory")
+	query := func(r *http.Request) MemoryQuery {
+		q := r.URL.Query()
+		limit, _ := strconv.Atoi(q.Get("limit"))
+		return MemoryQuery{Scope: q.Get("scope"), Query: q.Get("q"), Limit: limit, History: q.Get("history") == "1"}
+	}
+	mux.HandleFunc("GET /v1/memory", memory(func(w http.ResponseWriter, r *http.Request, m MemoryBackend) {
+		facts, err := m.MemoryList(r.Context(), query(r))
+		answer(w, facts, err)
+	}))
+	mux.HandleFunc("GET /v1/memory/search", memory(func(w http.ResponseWriter, r *http.Request, m MemoryBackend) {
+		q := query(r)
+		if strings.TrimSpace(q.Query) == "" {
+			writeError(w, http.StatusBadRequest, "q (the query) is required")
+			return
+		}
+		facts, err := m.MemorySearch(r.Context(), q)
+		answer(w, facts, err)
+	}))
+	mux.HandleFunc("DELETE /v1/memory/{id}", memory(func(w http.ResponseWriter, r *http.Request, m MemoryBackend) {
+		if id, ok := pathID(w, r); ok {
+			f, err := m.MemoryForget(r.Context(), id)
+			answer(w, f, err)
+		}
+	}))
 }

@@ -2,9 +2,7 @@ package admin
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -63,84 +61,40 @@ var ErrInvalidJob = errors.New("invalid job")
 // registerJobs adds GET/POST /v1/jobs and DELETE /v1/jobs/{id}; all answer
 // 501 when b is not a JobsBackend.
 func registerJobs(mux *http.ServeMux, b Backend) {
-	jb, _ := b.(JobsBackend)
-	jobs := func(h func(w http.ResponseWriter, r *http.Request, j JobsBackend)) http.HandlerFunc {
-		return func(w http.ResponseWriter, r *http.Request) {
-			if jb == nil {
-				writeJSON(w, http.StatusNotImplemented, map[string]string{"error": "this daemon has no scheduler"})
-				return
-			}
-			h(w, r, jb)
-		}
-	}
+	jobs := optional[JobsBackend](b, "scheduler")
 	mux.HandleFunc("GET /v1/jobs", jobs(func(w http.ResponseWriter, r *http.Request, j JobsBackend) {
 		list, err := j.JobsList(r.Context())
-		if err != nil {
-			writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
-			return
-		}
 		if list == nil {
 			list = []Job{}
 		}
-		writeJSON(w, http.StatusOK, list)
+		answer(w, list, err)
 	}))
 	mux.HandleFunc("POST /v1/jobs", jobs(func(w http.ResponseWriter, r *http.Request, j JobsBackend) {
 		var spec JobSpec
-		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&spec); err != nil {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "bad request body: " + err.Error()})
-			return
-		}
-		job, err := j.JobsAdd(r.Context(), spec)
-		switch {
-		case errors.Is(err, ErrInvalidJob):
-			writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"error": err.Error()})
-		case err != nil:
-			writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
-		default:
-			writeJSON(w, http.StatusOK, job)
+		if decodeBody(w, r, &spec) {
+			job, err := j.JobsAdd(r.Context(), spec)
+			answer(w, job, err)
 		}
 	}))
 	mux.HandleFunc("DELETE /v1/jobs/{id}", jobs(func(w http.ResponseWriter, r *http.Request, j JobsBackend) {
-		id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
-		if err != nil || id <= 0 {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "the id must be a positive number"})
-			return
-		}
-		job, err := j.JobsRemove(r.Context(), id)
-		switch {
-		case errors.Is(err, ErrNotFound):
-			writeJSON(w, http.StatusNotFound, map[string]string{"error": err.Error()})
-		case err != nil:
-			writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
-		default:
-			writeJSON(w, http.StatusOK, job)
+		if id, ok := pathID(w, r); ok {
+			job, err := j.JobsRemove(r.Context(), id)
+			answer(w, job, err)
 		}
 	}))
 }
 
 // Jobs lists every scheduled job.
 func (c *Client) Jobs(ctx context.Context) ([]Job, error) {
-	ctx, cancel := quick(ctx)
-	defer cancel()
-	var list []Job
-	err := c.do(ctx, http.MethodGet, "/v1/jobs", nil, &list)
-	return list, err
+	return call[[]Job](ctx, c, http.MethodGet, "/v1/jobs", nil)
 }
 
 // AddJob schedules a job.
 func (c *Client) AddJob(ctx context.Context, spec JobSpec) (Job, error) {
-	ctx, cancel := quick(ctx)
-	defer cancel()
-	var j Job
-	err := c.do(ctx, http.MethodPost, "/v1/jobs", spec, &j)
-	return j, err
+	return call[Job](ctx, c, http.MethodPost, "/v1/jobs", spec)
 }
 
 // RemoveJob deletes job id.
 func (c *Client) RemoveJob(ctx context.Context, id int64) (Job, error) {
-	ctx, cancel := quick(ctx)
-	defer cancel()
-	var j Job
-	err := c.do(ctx, http.MethodDelete, "/v1/jobs/"+strconv.FormatInt(id, 10), nil, &j)
-	return j, err
+	return call[Job](ctx, c, http.MethodDelete, "/v1/jobs/"+strconv.FormatInt(id, 10), nil)
 }

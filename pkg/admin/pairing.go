@@ -2,9 +2,6 @@ package admin
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -36,34 +33,7 @@ type pairingRequest struct {
 }
 
 func registerPairing(mux *http.ServeMux, b Backend) {
-	pb, _ := b.(PairingBackend)
-	with := func(h func(w http.ResponseWriter, r *http.Request, p PairingBackend)) http.HandlerFunc {
-		return func(w http.ResponseWriter, r *http.Request) {
-			if pb == nil {
-				writeJSON(w, http.StatusNotImplemented, map[string]string{"error": "this daemon has no DM pairing"})
-				return
-			}
-			h(w, r, pb)
-		}
-	}
-	answer := func(w http.ResponseWriter, v any, err error) {
-		switch {
-		case errors.Is(err, ErrNotFound):
-			writeJSON(w, http.StatusNotFound, map[string]string{"error": err.Error()})
-		case err != nil:
-			writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
-		default:
-			writeJSON(w, http.StatusOK, v)
-		}
-	}
-	body := func(w http.ResponseWriter, r *http.Request) (pairingRequest, bool) {
-		var req pairingRequest
-		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<16)).Decode(&req); err != nil {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "bad request body: " + err.Error()})
-			return req, false
-		}
-		return req, true
-	}
+	with := optional[PairingBackend](b, "DM pairing")
 	mux.HandleFunc("GET /v1/pairing", with(func(w http.ResponseWriter, r *http.Request, p PairingBackend) {
 		list, err := p.PairingList(r.Context())
 		if list == nil {
@@ -72,24 +42,24 @@ func registerPairing(mux *http.ServeMux, b Backend) {
 		answer(w, list, err)
 	}))
 	mux.HandleFunc("POST /v1/pairing/approve", with(func(w http.ResponseWriter, r *http.Request, p PairingBackend) {
-		req, ok := body(w, r)
-		if !ok {
+		var req pairingRequest
+		if !decodeBody(w, r, &req) {
 			return
 		}
 		if strings.TrimSpace(req.Code) == "" {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "code is required"})
+			writeError(w, http.StatusBadRequest, "code is required")
 			return
 		}
 		res, err := p.PairingApprove(r.Context(), req.Code)
 		answer(w, res, err)
 	}))
 	mux.HandleFunc("POST /v1/pairing/revoke", with(func(w http.ResponseWriter, r *http.Request, p PairingBackend) {
-		req, ok := body(w, r)
-		if !ok {
+		var req pairingRequest
+		if !decodeBody(w, r, &req) {
 			return
 		}
 		if strings.TrimSpace(req.User) == "" {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "user is required"})
+			writeError(w, http.StatusBadRequest, "user is required")
 			return
 		}
 		res, err := p.PairingRevoke(r.Context(), req.User)
@@ -99,27 +69,15 @@ func registerPairing(mux *http.ServeMux, b Backend) {
 
 // PairList lists approved users and pending codes.
 func (c *Client) PairList(ctx context.Context) ([]Pairing, error) {
-	ctx, cancel := quick(ctx)
-	defer cancel()
-	var list []Pairing
-	err := c.do(ctx, http.MethodGet, "/v1/pairing", nil, &list)
-	return list, err
+	return call[[]Pairing](ctx, c, http.MethodGet, "/v1/pairing", nil)
 }
 
 // PairApprove admits the stranger holding code.
 func (c *Client) PairApprove(ctx context.Context, code string) (Pairing, error) {
-	ctx, cancel := quick(ctx)
-	defer cancel()
-	var p Pairing
-	err := c.do(ctx, http.MethodPost, "/v1/pairing/approve", pairingRequest{Code: code}, &p)
-	return p, err
+	return call[Pairing](ctx, c, http.MethodPost, "/v1/pairing/approve", pairingRequest{Code: code})
 }
 
 // PairRevoke removes an approved user (or a pending code).
 func (c *Client) PairRevoke(ctx context.Context, user string) (Pairing, error) {
-	ctx, cancel := quick(ctx)
-	defer cancel()
-	var p Pairing
-	err := c.do(ctx, http.MethodPost, "/v1/pairing/revoke", pairingRequest{User: user}, &p)
-	return p, err
+	return call[Pairing](ctx, c, http.MethodPost, "/v1/pairing/revoke", pairingRequest{User: user})
 }

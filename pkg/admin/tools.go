@@ -40,33 +40,20 @@ type ToolsBackend interface {
 // registerTools adds GET /v1/tools and POST /v1/tools/reload; both answer
 // 501 when b is not a ToolsBackend.
 func registerTools(mux *http.ServeMux, b Backend) {
-	tb, _ := b.(ToolsBackend)
-	tools := func(h func(w http.ResponseWriter, r *http.Request, t ToolsBackend)) http.HandlerFunc {
-		return func(w http.ResponseWriter, r *http.Request) {
-			if tb == nil {
-				writeJSON(w, http.StatusNotImplemented, map[string]string{"error": "this daemon has no tool registry"})
-				return
-			}
-			h(w, r, tb)
-		}
-	}
+	tools := optional[ToolsBackend](b, "tool registry")
 	mux.HandleFunc("GET /v1/tools", tools(func(w http.ResponseWriter, r *http.Request, t ToolsBackend) {
 		list, err := t.Tools(r.Context())
-		if err != nil {
-			writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
-			return
-		}
 		if list.Servers == nil {
 			list.Servers = []ToolServer{}
 		}
 		if list.Tools == nil {
 			list.Tools = []ToolInfo{}
 		}
-		writeJSON(w, http.StatusOK, list)
+		answer(w, list, err)
 	}))
 	mux.HandleFunc("POST /v1/tools/reload", tools(func(w http.ResponseWriter, r *http.Request, t ToolsBackend) {
 		if err := t.ReloadTools(r.Context()); err != nil {
-			writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"error": err.Error()})
+			writeError(w, http.StatusUnprocessableEntity, err.Error())
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "reloaded"})
@@ -75,11 +62,7 @@ func registerTools(mux *http.ServeMux, b Backend) {
 
 // Tools lists the daemon's MCP servers and registered tools.
 func (c *Client) Tools(ctx context.Context) (ToolList, error) {
-	ctx, cancel := quick(ctx)
-	defer cancel()
-	var l ToolList
-	err := c.do(ctx, http.MethodGet, "/v1/tools", nil, &l)
-	return l, err
+	return call[ToolList](ctx, c, http.MethodGet, "/v1/tools", nil)
 }
 
 // ReloadTools asks the daemon to re-read [mcp_servers] and apply the
