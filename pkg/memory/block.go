@@ -127,17 +127,39 @@ func (s *Store) changed(scope string, forgot bool) {
 	if ok && forgot {
 		s.blocks.Delete(scope)
 	}
-	s.cacheMu.Unlock()
 	if !ok || s.bgCtx.Err() != nil {
+		s.cacheMu.Unlock()
 		return
 	}
+	// One refresh per scope at a time: facts stored in a burst (a
+	// compression batch) cost one more retrieval, not one each.
+	if _, running := s.refreshing[scope]; running {
+		s.refreshing[scope] = e.query // run once more when it finishes
+		s.cacheMu.Unlock()
+		return
+	}
+	s.refreshing[scope] = ""
+	s.cacheMu.Unlock()
 	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()
-		ctx, cancel := context.WithTimeout(s.bgCtx, 10*time.Second)
-		defer cancel()
-		if _, err := s.freshBlock(ctx, scope, e.query); err != nil {
-			s.logger.Warn("refreshing the memory cache failed", "scope", scope, "err", err)
+		query := e.query
+		for {
+			ctx, cancel := context.WithTimeout(s.bgCtx, 10*time.Second)
+			if _, err := s.freshBlock(ctx, scope, query); err != nil {
+				s.logger.Warn("refreshing the memory cache failed", "scope", scope, "err", err)
+			}
+			cancel()
+			s.cacheMu.Lock()
+			again := s.refreshing[scope]
+			if again == "" || s.bgCtx.Err() != nil {
+				delete(s.refreshing, scope)
+				s.cacheMu.Unlock()
+				return
+			}
+			s.refreshing[scope] = ""
+			s.cacheMu.Unlock()
+			query = again
 		}
 	}()
 }

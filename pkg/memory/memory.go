@@ -135,8 +135,11 @@ type Store struct {
 
 	cacheMu sync.Mutex // orders block caching against fact changes
 	gen     uint64     // fact changes so far (guarded by cacheMu)
-	blocks  *lru[string, blockEntry]
-	vectors *lru[string, []float32]
+	// refreshing holds the scopes whose cached block is being rebuilt,
+	// with the query to rebuild it for once more ("" = none) (cacheMu).
+	refreshing map[string]string
+	blocks     *lru[string, blockEntry]
+	vectors    *lru[string, []float32]
 
 	bg       sync.WaitGroup // cache refreshes and backfills
 	bgCtx    context.Context
@@ -163,6 +166,8 @@ func New(db *sql.DB, cfg Config, logger *slog.Logger, now func() time.Time) *Sto
 		db: db, cfg: cfg, logger: logger.With("component", "memory"), now: now,
 		blocks:  newLRU[string, blockEntry](cfg.BlockCache),
 		vectors: newLRU[string, []float32](cfg.EmbedCache),
+
+		refreshing: map[string]string{},
 	}
 	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
 	var n int

@@ -56,37 +56,32 @@ const (
 	maxLinkURL         = 2048
 )
 
+// fileTool is send_image or send_file: a workspace file of kind kind.
+func (d ToolDeps) fileTool(name, kind, description string) tools.Tool {
+	return tools.Tool{
+		Name:        name,
+		Description: description,
+		Schema:      tools.SchemaFor[sendFileArgs](),
+		Profiles:    []string{tools.ProfileWeCom},
+		Handler: func(ctx context.Context, call tools.Call) (string, error) {
+			args, err := tools.Decode[sendFileArgs](call.Args)
+			if err != nil {
+				return "", err
+			}
+			return d.sendFile(ctx, call, kind, args.Path, args.To, "", "")
+		},
+	}
+}
+
 // MediaTools returns send_image, send_file, send_video and send_link, for
 // the wecom profile only.
 func MediaTools(d ToolDeps) []tools.Tool {
 	wecomOnly := []string{tools.ProfileWeCom}
 	return []tools.Tool{
-		{
-			Name:        "send_image",
-			Description: "Send a picture from the workspace (.jpg, .jpeg or .png, at most 10 MB) to the WeCom user of this conversation (or to another user). It arrives in order after your earlier messages.",
-			Schema:      tools.SchemaFor[sendFileArgs](),
-			Profiles:    wecomOnly,
-			Handler: func(ctx context.Context, call tools.Call) (string, error) {
-				args, err := tools.Decode[sendFileArgs](call.Args)
-				if err != nil {
-					return "", err
-				}
-				return d.sendFile(ctx, call, wx.MediaImage, args.Path, args.To, "", "")
-			},
-		},
-		{
-			Name:        "send_file",
-			Description: "Send a file from the workspace (any type, 5 bytes to 20 MB) to the WeCom user of this conversation (or to another user). It arrives in order after your earlier messages.",
-			Schema:      tools.SchemaFor[sendFileArgs](),
-			Profiles:    wecomOnly,
-			Handler: func(ctx context.Context, call tools.Call) (string, error) {
-				args, err := tools.Decode[sendFileArgs](call.Args)
-				if err != nil {
-					return "", err
-				}
-				return d.sendFile(ctx, call, wx.MediaFile, args.Path, args.To, "", "")
-			},
-		},
+		d.fileTool("send_image", wx.MediaImage,
+			"Send a picture from the workspace (.jpg, .jpeg or .png, at most 10 MB) to the WeCom user of this conversation (or to another user). It arrives in order after your earlier messages."),
+		d.fileTool("send_file", wx.MediaFile,
+			"Send a file from the workspace (any type, 5 bytes to 20 MB) to the WeCom user of this conversation (or to another user). It arrives in order after your earlier messages."),
 		{
 			Name:        "send_video",
 			Description: "Send an .mp4 video from the workspace (at most 10 MB) to the WeCom user of this conversation (or to another user), with an optional title and description.",
