@@ -18,7 +18,7 @@ export CGO_CFLAGS  := -O2 -I$(DEPS)/whisper/linux-$(HOSTARCH)/include
 export CGO_LDFLAGS := -L$(DEPS)/whisper/linux-$(HOSTARCH)/lib
 export AGENT_ORT_LIB := $(DEPS)/onnxruntime/linux-$(HOSTARCH)/libonnxruntime.so.1
 
-NATIVE_STAMPS := $(DEPS)/onnxruntime/linux-$(HOSTARCH)/libonnxruntime.so.1 $(DEPS)/whisper/linux-$(HOSTARCH)/lib/libwhisper.a
+NATIVE_STAMPS := $(DEPS)/onnxruntime/linux-$(HOSTARCH)/libonnxruntime.so.1 $(DEPS)/whisper/linux-$(HOSTARCH)/lib/libwhisper.a $(DEPS)/models/silero_vad_v5.onnx
 
 .PHONY: help build build-arm64 run test test-short lint bench deps models testmodels install clean
 
@@ -26,7 +26,7 @@ help: ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
 $(NATIVE_STAMPS):
-	scripts/deps.sh apt ort whisper go
+	scripts/deps.sh apt ort whisper vad go
 
 deps: ## install every native dependency (apt, ONNX Runtime, whisper.cpp host+arm64, Go modules, test tools)
 	scripts/deps.sh

@@ -3,8 +3,8 @@
 # step is skipped when its result is already present. Reaches only Debian's
 # package archive, the npm registry and the Go module proxy.
 #
-#   scripts/deps.sh            everything (apt, ONNX Runtime, whisper.cpp host+arm64, Go modules)
-#   scripts/deps.sh apt|ort|whisper|whisper-arm64|toolchain|go|node|mcp   one step
+#   scripts/deps.sh            everything (apt, ONNX Runtime, Silero VAD, whisper.cpp host+arm64, Go modules)
+#   scripts/deps.sh apt|ort|vad|whisper|whisper-arm64|toolchain|go|node|mcp   one step
 #   scripts/deps.sh --which-go   print the Go binary to use (1.26 or newer)
 set -euo pipefail
 
@@ -13,6 +13,10 @@ deps="$root/.deps"
 ORT_VERSION=1.24.1
 WHISPER_NPM=nodejs-whisper@0.3.1
 WHISPER_VERSION=1.9.1
+# The Silero VAD v5 model (MIT licence, github.com/snakers4/silero-vad) as
+# vad-web ships it in its npm package; pinned by SHA-256.
+VAD_NPM=@ricky0123/vad-web@0.0.31
+VAD_SHA256=2623a2953f6ff3d2c1e61740c6cdb7168133479b267dfef114a4a3cc5bdd788f
 jobs=$(nproc 2>/dev/null || echo 2)
 
 GO_MIN_MINOR=26
@@ -126,6 +130,28 @@ step_ort() {
   (cd "$out/linux-arm64" && ln -sf libonnxruntime.so.1 libonnxruntime.so)
 }
 
+step_vad() { # .deps/models/silero_vad_v5.onnx: pkg/vad's model (its tests and the build machine)
+  local out="$deps/models/silero_vad_v5.onnx"
+  if [ -f "$out" ] && [ "$(sha256sum "$out" | cut -d' ' -f1)" = "$VAD_SHA256" ]; then
+    log "silero vad: present"; return
+  fi
+  log "silero vad: fetching $VAD_NPM"
+  local tmp got
+  tmp=$(mktemp -d)
+  (cd "$tmp" && npm pack --silent "$VAD_NPM" >/dev/null)
+  tar -xzf "$tmp"/*.tgz -C "$tmp" package/dist/silero_vad_v5.onnx
+  got=$(sha256sum "$tmp/package/dist/silero_vad_v5.onnx" | cut -d' ' -f1)
+  if [ "$got" != "$VAD_SHA256" ]; then
+    rm -rf "$tmp"
+    echo "deps: silero_vad_v5.onnx from $VAD_NPM: SHA-256 mismatch (got $got, want $VAD_SHA256)" >&2
+    exit 1
+  fi
+  mkdir -p "$deps/models"
+  mv "$tmp/package/dist/silero_vad_v5.onnx" "$out.tmp"
+  mv "$out.tmp" "$out"
+  rm -rf "$tmp"
+}
+
 whisper_src() {
   npm_fetch "$WHISPER_NPM" "$deps/npm/nodejs-whisper"
   local src="$deps/npm/nodejs-whisper/package/cpp/whisper.cpp"
@@ -201,11 +227,12 @@ step_mcp() { # test-only: the reference MCP servers pkg/mcp's integration tests 
 }
 
 if [ "${1:-}" = --which-go ]; then which_go; exit; fi
-if [ $# -eq 0 ]; then set -- apt ort whisper whisper-arm64 go node mcp; fi
+if [ $# -eq 0 ]; then set -- apt ort vad whisper whisper-arm64 go node mcp; fi
 for s in "$@"; do
   case $s in
     apt) step_apt ;;
     ort) step_ort ;;
+    vad) step_vad ;;
     whisper) step_whisper ;;
     whisper-arm64) step_whisper_arm64 ;;
     go) step_go ;;

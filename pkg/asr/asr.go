@@ -10,7 +10,9 @@
 // encoder only computes the part of whisper's 30 s window the audio covers
 // (audio_ctx), decoding has no timestamps, one segment per window, a token
 // budget proportional to the audio and at most one temperature-fallback
-// pass. Calls on one Recognizer run one at a time.
+// pass. A Recognizer runs up to Config.Workers calls at once on shared
+// weights; partial transcriptions of an utterance still being spoken run
+// only on idle workers and yield to full ones.
 //
 // Model files are whisper.cpp's ggml format (ggml-tiny.bin, ggml-base.en.bin,
 // ...). scripts/fetch-models.sh fetches them; tests use random-weight models
@@ -51,7 +53,26 @@ type Config struct {
 	// random-weight models, whose text is meaningless and never ends on its
 	// own, set it low to keep decoding short.
 	MaxTokens int
+	// Workers is the number of transcriptions that can run at once, each
+	// on its own decoding state (the weights are shared); 0 picks enough
+	// for a second speaker not to queue (2, or more on machines with
+	// cores to spare), bounded by MemoryBudget.
+	Workers int
+	// MemoryBudget bounds the automatic Workers: the decoding states'
+	// memory (whisper.cpp reports each state's size) may not exceed it.
+	// 0 means DefaultMemoryBudget.
+	MemoryBudget int64
 }
+
+// DefaultMemoryBudget is Config.MemoryBudget when zero: the decoding
+// states' share of the box's 2 GB. whisper.cpp sizes a state's buffers for
+// the worst case (a full 30 s window): about 193 MB for tiny, of which
+// about 20 MB are resident after a 3 s utterance and about 120 MB after a
+// 25 s one. The budget holds two tiny states, one of base or larger.
+const DefaultMemoryBudget = 400 << 20
+
+// maxAutoWorkers caps the automatic worker count.
+const maxAutoWorkers = 4
 
 // Result is one transcription.
 type Result struct {
@@ -87,6 +108,11 @@ var (
 	ErrUnsupportedLanguage = errors.New("unsupported language")
 	// ErrClosed: the recogniser was closed.
 	ErrClosed = errors.New("recognizer closed")
+	// ErrBusy: TranscribePartial found no idle worker (partials never
+	// wait).
+	ErrBusy = errors.New("all speech workers are busy")
+	// ErrPreempted: a partial transcription gave its worker to a full one.
+	ErrPreempted = errors.New("partial transcription preempted")
 )
 
 // defaultThreads is Config.Threads when zero.
@@ -101,6 +127,12 @@ func checkConfig(cfg Config) error {
 	}
 	if cfg.Threads < 0 || cfg.Threads > 64 {
 		return fmt.Errorf("asr: threads must be between 0 (auto) and 64, not %d", cfg.Threads)
+	}
+	if cfg.Workers < 0 || cfg.Workers > 16 {
+		return fmt.Errorf("asr: workers must be between 0 (auto) and 16, not %d", cfg.Workers)
+	}
+	if cfg.MemoryBudget < 0 {
+		return fmt.Errorf("asr: memory budget must not be negative")
 	}
 	return nil
 }

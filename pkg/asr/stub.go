@@ -24,6 +24,17 @@ func (r *Recognizer) Transcribe(ctx context.Context, samples []float32) (Result,
 	return Result{}, fmt.Errorf("asr: %w", ErrNotBuilt)
 }
 
+// TranscribePartial returns an error wrapping ErrNotBuilt.
+func (r *Recognizer) TranscribePartial(ctx context.Context, samples []float32) (Result, error) {
+	return Result{}, fmt.Errorf("asr: %w", ErrNotBuilt)
+}
+
+// Workers reports 0.
+func (r *Recognizer) Workers() int { return 0 }
+
+// StateBytes reports 0.
+func (r *Recognizer) StateBytes() int64 { return 0 }
+
 // Multilingual reports false.
 func (r *Recognizer) Multilingual() bool { return false }
 

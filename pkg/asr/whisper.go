@@ -69,6 +69,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -77,35 +78,49 @@ import (
 )
 
 // Recognizer transcribes speech with one loaded whisper.cpp model. It is
-// safe for concurrent use: transcriptions run one at a time on the model's
-// single decoding state (the box has few cores and each call already uses
-// Threads of them), later callers wait in turn or until their context ends.
+// safe for concurrent use: the model's weights are shared by a pool of
+// decoding states (workers), one transcription per worker at a time; more
+// callers than workers wait in turn or until their context ends. Partial
+// transcriptions (TranscribePartial) only take an idle worker and are
+// preempted by a full one that would otherwise wait.
 type Recognizer struct {
 	logger       *slog.Logger
 	threads      int
 	maxTokens    int // Config.MaxTokens
 	multilingual bool
-	autoLang     bool // multilingual model, language detected per call
-	modelCtx     int  // the model's full audio context (1500)
+	autoLang     bool  // multilingual model, language detected per call
+	modelCtx     int   // the model's full audio context (1500)
+	stateBytes   int64 // one worker's buffers, as whisper.cpp reported them
 
 	// C resources, freed by Close.
 	ctx   *C.struct_whisper_context
-	state *C.struct_whisper_state
-	lang  *C.char    // params.language: "auto" or an ISO code; nil on English-only models (whisper's default "en")
-	abort *C.int32_t // see asr_should_abort
+	lang  *C.char // params.language: "auto" or an ISO code; nil on English-only models (whisper's default "en")
+	all   []*worker
 	clean runtime.Cleanup
 
-	sem       chan struct{} // one slot: the state's owner
+	idle      chan *worker  // workers not transcribing
 	done      chan struct{} // closed by Close: waiters stop waiting
 	closed    atomic.Bool
 	closeOnce sync.Once
-	lastCtx   int // audio_ctx recorded in state by the last call; -1 unknown (guarded by sem)
+
+	mu       sync.Mutex
+	partials map[*worker]bool // workers running a partial; true once preempted
+	waiting  int              // full transcriptions waiting for a worker
 }
 
-// New loads the model. A missing file gives ErrModelMissing, a file that is
-// not a whisper.cpp ggml model ErrModelInvalid (checked before whisper.cpp
-// sees it), a language the model cannot do ErrUnsupportedLanguage. A nil
-// logger discards. whisper.cpp's own log goes to the logger at debug level.
+// worker is one decoding state with its abort flag.
+type worker struct {
+	state   *C.struct_whisper_state
+	abort   *C.int32_t // see asr_should_abort
+	lastCtx int        // audio_ctx recorded in state by the last call; -1 unknown (owned by the holder)
+}
+
+// New loads the model and creates its workers (Config.Workers, or as many
+// as the CPU and Config.MemoryBudget allow). A missing file gives
+// ErrModelMissing, a file that is not a whisper.cpp ggml model
+// ErrModelInvalid (checked before whisper.cpp sees it), a language the
+// model cannot do ErrUnsupportedLanguage. A nil logger discards.
+// whisper.cpp's own log goes to the logger at debug level.
 func New(cfg Config, logger *slog.Logger) (*Recognizer, error) {
 	discard := logger == nil
 	if discard {
@@ -145,11 +160,6 @@ func New(cfg Config, logger *slog.Logger) (*Recognizer, error) {
 	if wctx == nil {
 		return nil, fmt.Errorf("asr: model %s: whisper.cpp could not load it (debug log has its reason): %w", cfg.ModelPath, ErrModelInvalid)
 	}
-	state := C.whisper_init_state(wctx)
-	if state == nil {
-		C.whisper_free(wctx)
-		return nil, fmt.Errorf("asr: model %s: whisper.cpp could not allocate its decoding state (out of memory?)", cfg.ModelPath)
-	}
 	threads := cfg.Threads
 	if threads == 0 {
 		threads = defaultThreads()
@@ -161,47 +171,109 @@ func New(cfg Config, logger *slog.Logger) (*Recognizer, error) {
 		multilingual: C.whisper_is_multilingual(wctx) != 0,
 		modelCtx:     int(C.whisper_model_n_audio_ctx(wctx)),
 		ctx:          wctx,
-		state:        state,
-		abort:        (*C.int32_t)(C.calloc(1, C.size_t(unsafe.Sizeof(C.int32_t(0))))),
-		sem:          make(chan struct{}, 1),
 		done:         make(chan struct{}),
-		lastCtx:      -1,
+		partials:     map[*worker]bool{},
+	}
+	first, size := newWorker(wctx)
+	if first == nil {
+		C.whisper_free(wctx)
+		return nil, fmt.Errorf("asr: model %s: whisper.cpp could not allocate its decoding state (out of memory?)", cfg.ModelPath)
+	}
+	r.stateBytes = size
+	r.all = append(r.all, first)
+	n := workerCount(cfg, threads, size)
+	for len(r.all) < n {
+		w, _ := newWorker(wctx)
+		if w == nil {
+			logger.Warn("whisper: fewer speech workers than planned (out of memory?)", "planned", n, "have", len(r.all))
+			break
+		}
+		r.all = append(r.all, w)
+	}
+	r.idle = make(chan *worker, len(r.all))
+	for _, w := range r.all {
+		r.idle <- w
 	}
 	if r.multilingual {
 		r.lang = C.CString(lang)
 		r.autoLang = lang == "auto"
 	}
 	// Free the native memory should a caller drop the recogniser unclosed.
-	r.clean = runtime.AddCleanup(r, freeNative, nativeRes{wctx, state, r.lang, r.abort})
+	r.clean = runtime.AddCleanup(r, freeNative, nativeRes{wctx, r.lang, r.all})
 	logger.Debug("whisper model loaded", "path", cfg.ModelPath, "type", info.Type,
-		"multilingual", r.multilingual, "language", lang, "threads", threads)
+		"multilingual", r.multilingual, "language", lang, "threads", threads,
+		"workers", len(r.all), "state_mib", size>>20)
 	return r, nil
 }
 
+// workerCount is Config.Workers, or the automatic choice: enough workers
+// that a second speaker (or a partial transcription) need not queue behind
+// the first, at most one per Threads of CPU beyond that, at most
+// maxAutoWorkers, and no more than the memory budget holds.
+func workerCount(cfg Config, threads int, stateBytes int64) int {
+	if cfg.Workers > 0 {
+		return cfg.Workers
+	}
+	n := min(maxAutoWorkers, max(2, runtime.NumCPU()/max(1, threads)))
+	budget := cfg.MemoryBudget
+	if budget <= 0 {
+		budget = DefaultMemoryBudget
+	}
+	if stateBytes > 0 {
+		n = min(n, int(budget/stateBytes))
+	}
+	return max(1, n)
+}
+
+// newWorker allocates a decoding state and returns it with its size as
+// whisper.cpp logs it (0 when the log could not be read).
+func newWorker(wctx *C.struct_whisper_context) (*worker, int64) {
+	var state *C.struct_whisper_state
+	size := captureStateSize(func() { state = C.whisper_init_state(wctx) })
+	if state == nil {
+		return nil, 0
+	}
+	return &worker{
+		state:   state,
+		abort:   (*C.int32_t)(C.calloc(1, C.size_t(unsafe.Sizeof(C.int32_t(0))))),
+		lastCtx: -1,
+	}, size
+}
+
 type nativeRes struct {
-	ctx   *C.struct_whisper_context
-	state *C.struct_whisper_state
-	lang  *C.char
-	abort *C.int32_t
+	ctx     *C.struct_whisper_context
+	lang    *C.char
+	workers []*worker
 }
 
 func freeNative(n nativeRes) {
-	C.whisper_free_state(n.state)
+	for _, w := range n.workers {
+		C.whisper_free_state(w.state)
+		C.free(unsafe.Pointer(w.abort))
+	}
 	C.whisper_free(n.ctx)
 	C.free(unsafe.Pointer(n.lang)) // free(NULL) is fine
-	C.free(unsafe.Pointer(n.abort))
 }
 
 // Multilingual reports whether the model knows languages other than English
 // (and so whether Config.Language other than "auto"/"en" can work).
 func (r *Recognizer) Multilingual() bool { return r.multilingual }
 
+// Workers is the number of transcriptions that can run at once.
+func (r *Recognizer) Workers() int { return len(r.all) }
+
+// StateBytes is the memory of one worker's buffers as whisper.cpp reports
+// it (key/value caches and compute buffers; the weights are shared).
+func (r *Recognizer) StateBytes() int64 { return r.stateBytes }
+
 // Transcribe converts speech to text. samples are 16 kHz mono float32 in
 // [-1, 1]; empty input, more than MaxAudio, or NaN/Inf give ErrBadAudio.
-// When ctx ends the call returns with ctx's error as soon as whisper.cpp
-// reaches its next check: before and after each encoder pass and after each
-// decoder step (a full-window encoder pass, the longest stretch without a
-// check, takes about half a second for tiny on two x86 cores).
+// It waits for a free worker (preempting a partial transcription if one
+// holds it). When ctx ends the call returns with ctx's error as soon as
+// whisper.cpp reaches its next check: before and after each encoder pass
+// and after each decoder step (a full-window encoder pass, the longest
+// stretch without a check, takes about half a second for tiny on two x86
+// cores).
 func (r *Recognizer) Transcribe(ctx context.Context, samples []float32) (Result, error) {
 	start := time.Now()
 	if err := checkAudio(samples); err != nil {
@@ -210,17 +282,98 @@ func (r *Recognizer) Transcribe(ctx context.Context, samples []float32) (Result,
 	if err := ctx.Err(); err != nil {
 		return Result{}, fmt.Errorf("asr: transcribe: %w", err)
 	}
-	select {
-	case r.sem <- struct{}{}:
-	case <-r.done:
-		return Result{}, fmt.Errorf("asr: transcribe: %w", ErrClosed)
-	case <-ctx.Done():
-		return Result{}, fmt.Errorf("asr: transcribe: waiting for the recognizer: %w", ctx.Err())
+	w, err := r.acquire(ctx)
+	if err != nil {
+		return Result{}, err
 	}
-	defer func() { <-r.sem }()
-	flag := (*int32)(unsafe.Pointer(r.abort))
-	atomic.StoreInt32(flag, 0)
-	if r.closed.Load() { // after the reset: Close sets closed, then the flag
+	defer r.release(w)
+	return r.run(ctx, w, samples, false, start)
+}
+
+// TranscribePartial transcribes the audio of an utterance still being
+// spoken, for a live preview: it runs only on an idle worker (else it
+// returns ErrBusy at once), decodes a smaller token budget, and is aborted
+// with ErrPreempted when a full transcription needs its worker.
+func (r *Recognizer) TranscribePartial(ctx context.Context, samples []float32) (Result, error) {
+	start := time.Now()
+	if err := checkAudio(samples); err != nil {
+		return Result{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Result{}, fmt.Errorf("asr: partial: %w", err)
+	}
+	var w *worker
+	r.mu.Lock()
+	if r.waiting == 0 { // never ahead of a full transcription
+		select {
+		case w = <-r.idle:
+			r.partials[w] = false
+		default:
+		}
+	}
+	r.mu.Unlock()
+	if w == nil {
+		if r.closed.Load() {
+			return Result{}, fmt.Errorf("asr: partial: %w", ErrClosed)
+		}
+		return Result{}, fmt.Errorf("asr: partial: %w", ErrBusy)
+	}
+	res, err := r.run(ctx, w, samples, true, start)
+	r.mu.Lock()
+	preempted := r.partials[w]
+	delete(r.partials, w)
+	r.mu.Unlock()
+	r.release(w)
+	if preempted && ctx.Err() == nil && !r.closed.Load() {
+		return Result{}, fmt.Errorf("asr: partial: %w", ErrPreempted)
+	}
+	return res, err
+}
+
+// acquire takes an idle worker for a full transcription, or waits for one;
+// while it waits, a worker running a partial is told to stop.
+func (r *Recognizer) acquire(ctx context.Context) (*worker, error) {
+	select {
+	case w := <-r.idle:
+		return w, nil
+	default:
+	}
+	r.mu.Lock()
+	r.waiting++
+	for w, preempted := range r.partials {
+		if !preempted {
+			r.partials[w] = true
+			atomic.StoreInt32((*int32)(unsafe.Pointer(w.abort)), 1)
+			break
+		}
+	}
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.waiting--
+		r.mu.Unlock()
+	}()
+	select {
+	case w := <-r.idle:
+		return w, nil
+	case <-r.done:
+		return nil, fmt.Errorf("asr: transcribe: %w", ErrClosed)
+	case <-ctx.Done():
+		return nil, fmt.Errorf("asr: transcribe: waiting for the recognizer: %w", ctx.Err())
+	}
+}
+
+func (r *Recognizer) release(w *worker) { r.idle <- w }
+
+// run transcribes on worker w, which the caller holds.
+func (r *Recognizer) run(ctx context.Context, w *worker, samples []float32, partial bool, start time.Time) (Result, error) {
+	flag := (*int32)(unsafe.Pointer(w.abort))
+	r.mu.Lock()
+	if !r.partials[w] { // a preemption that raced the acquire stands
+		atomic.StoreInt32(flag, 0)
+	}
+	r.mu.Unlock()
+	if r.closed.Load() { // after the reset: Close sets closed, then the flags
 		return Result{}, fmt.Errorf("asr: transcribe: %w", ErrClosed)
 	}
 
@@ -246,15 +399,18 @@ func (r *Recognizer) Transcribe(ctx context.Context, samples []float32) (Result,
 	// five (0.2 ... 1.0), as whisper.cpp's voice-command example does: it
 	// bounds the latency of a hard utterance to about twice an easy one.
 	params.temperature_inc = 1.0
+	if partial {
+		params.temperature_inc = 0 // a preview: no fallback pass
+	}
 	if r.lang != nil {
 		params.language = r.lang
 	}
 
 	cSamples := (*C.float)(unsafe.Pointer(&input[0]))
-	if r.autoLang && int(params.audio_ctx) != r.lastCtx {
-		r.lastCtx = -1
-		if C.asr_set_audio_ctx(r.ctx, r.state, params, cSamples, C.int(len(input))) == 0 {
-			r.lastCtx = int(params.audio_ctx)
+	if r.autoLang && int(params.audio_ctx) != w.lastCtx {
+		w.lastCtx = -1
+		if C.asr_set_audio_ctx(r.ctx, w.state, params, cSamples, C.int(len(input))) == 0 {
+			w.lastCtx = int(params.audio_ctx)
 		}
 	}
 
@@ -263,40 +419,42 @@ func (r *Recognizer) Transcribe(ctx context.Context, samples []float32) (Result,
 		atomic.StoreInt32(flag, 1)
 		close(fired)
 	})
-	rc := C.asr_full(r.ctx, r.state, params, cSamples, C.int(len(input)), r.abort)
+	rc := C.asr_full(r.ctx, w.state, params, cSamples, C.int(len(input)), w.abort)
 	if !stop() {
 		<-fired // the store has happened; the flag is reset on the next call
 	}
-	r.lastCtx = -1
+	w.lastCtx = -1
 	if rc == 0 {
-		r.lastCtx = int(params.audio_ctx)
+		w.lastCtx = int(params.audio_ctx)
 	}
 	switch {
 	case ctx.Err() != nil:
 		return Result{}, fmt.Errorf("asr: transcribe: %w", ctx.Err())
 	case r.closed.Load():
 		return Result{}, fmt.Errorf("asr: transcribe: %w", ErrClosed)
+	case partial && atomic.LoadInt32(flag) != 0:
+		return Result{}, fmt.Errorf("asr: partial: %w", ErrPreempted)
 	case rc != 0:
 		return Result{}, fmt.Errorf("asr: transcribe: whisper_full failed with code %d (debug log has its reason)", int(rc))
 	}
 
 	res := Result{Language: "en", AudioDuration: dur}
 	if r.multilingual {
-		if id := C.whisper_full_lang_id_from_state(r.state); id >= 0 {
+		if id := C.whisper_full_lang_id_from_state(w.state); id >= 0 {
 			res.Language = C.GoString(C.whisper_lang_str(id))
 		}
 	}
 	var text strings.Builder
-	n := int(C.whisper_full_n_segments_from_state(r.state))
+	n := int(C.whisper_full_n_segments_from_state(w.state))
 	for i := range n {
 		// With no timestamps each segment is one 30 s window; whisper.cpp
 		// reports its end (the window's or the audio's) but not a usable
 		// start (t0 comes from timestamp tokens that were not decoded).
-		end := min(centis(C.whisper_full_get_segment_t1_from_state(r.state, C.int(i))), dur)
+		end := min(centis(C.whisper_full_get_segment_t1_from_state(w.state, C.int(i))), dur)
 		seg := Segment{
 			Start: windowStart(end),
 			End:   end,
-			Text:  cleanText(C.GoString(C.whisper_full_get_segment_text_from_state(r.state, C.int(i)))),
+			Text:  cleanText(C.GoString(C.whisper_full_get_segment_text_from_state(w.state, C.int(i)))),
 		}
 		if seg.Text == "" {
 			continue
@@ -310,7 +468,7 @@ func (r *Recognizer) Transcribe(ctx context.Context, samples []float32) (Result,
 	res.Text = text.String()
 	res.Elapsed = time.Since(start)
 	r.logger.Debug("transcribed", "audio", dur, "elapsed", res.Elapsed, "audio_ctx", int(params.audio_ctx),
-		"language", res.Language, "segments", len(res.Segments))
+		"language", res.Language, "segments", len(res.Segments), "partial", partial)
 	return res, nil
 }
 
@@ -330,11 +488,15 @@ func (r *Recognizer) Close() error {
 	r.closeOnce.Do(func() {
 		r.closed.Store(true)
 		close(r.done)
-		atomic.StoreInt32((*int32)(unsafe.Pointer(r.abort)), 1)
-		r.sem <- struct{}{} // wait for the running call; never released
+		for _, w := range r.all {
+			atomic.StoreInt32((*int32)(unsafe.Pointer(w.abort)), 1)
+		}
+		for range r.all { // wait for the running calls; never released
+			<-r.idle
+		}
 		r.clean.Stop()
-		freeNative(nativeRes{r.ctx, r.state, r.lang, r.abort})
-		r.ctx, r.state, r.lang, r.abort = nil, nil, nil, nil
+		freeNative(nativeRes{r.ctx, r.lang, r.all})
+		r.ctx, r.lang, r.all = nil, nil, nil
 	})
 	return nil
 }
@@ -350,6 +512,48 @@ var whisperLog struct {
 	mu     sync.Mutex
 	line   strings.Builder // a line assembled from GGML_LOG_LEVEL_CONT pieces
 	level  int
+	// capture, while set, receives every complete line (captureStateSize).
+	capture func(line string)
+	// states serialises captureStateSize.
+	states sync.Mutex
+}
+
+// captureStateSize runs init (a whisper_init_state call) and returns the
+// buffer sizes whisper.cpp logs while allocating the state: its key/value
+// caches and compute buffers, in bytes. whisper.cpp has no call that
+// reports them.
+func captureStateSize(init func()) int64 {
+	l := &whisperLog
+	l.once.Do(func() { C.asr_route_log() })
+	l.states.Lock()
+	defer l.states.Unlock()
+	var total float64
+	l.mu.Lock()
+	l.capture = func(line string) { total += stateLineMB(line) }
+	l.mu.Unlock()
+	init()
+	l.mu.Lock()
+	l.capture = nil
+	l.mu.Unlock()
+	return int64(total * 1e6)
+}
+
+// stateLineMB reads the size from a whisper_init_state log line such as
+// "whisper_init_state: kv self size  =    3.15 MB" (0 for other lines).
+func stateLineMB(line string) float64 {
+	rest, ok := strings.CutPrefix(line, "whisper_init_state:")
+	if !ok || !strings.HasSuffix(rest, " MB") {
+		return 0
+	}
+	_, num, ok := strings.Cut(strings.TrimSuffix(rest, " MB"), "=")
+	if !ok {
+		return 0
+	}
+	v, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
+	if err != nil || v < 0 {
+		return 0
+	}
+	return v
 }
 
 // routeWhisperLog installs the hook once; a caller-supplied logger (use)
@@ -391,6 +595,9 @@ func asrGoLog(level C.int, text *C.char) {
 	}
 	line := strings.TrimSpace(l.line.String())
 	l.line.Reset()
+	if l.capture != nil {
+		l.capture(line)
+	}
 	logger := l.logger.Load()
 	if line == "" || logger == nil {
 		return

@@ -442,3 +442,152 @@ func BenchmarkTranscribe3s(b *testing.B) {
 	}
 	b.ReportMetric(elapsed.Seconds()/audioDur.Seconds(), "rtf")
 }
+
+// waitIdle polls until n workers of r are idle (a call has taken or given
+// back its worker).
+func waitIdle(t *testing.T, r *Recognizer, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for len(r.idle) != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("idle workers stayed %d, want %d", len(r.idle), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestWorkersSizedByBudget(t *testing.T) {
+	model := asrtest.TinyModel(t, false)
+	auto, err := New(Config{ModelPath: model, Threads: 2}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer auto.Close()
+	size := auto.StateBytes()
+	// tiny's caches and compute buffers: tens of MB, whatever the build.
+	if size < 5<<20 || size > 400<<20 {
+		t.Fatalf("StateBytes = %d, not a plausible size for tiny", size)
+	}
+	if auto.Workers() < 2 {
+		t.Errorf("automatic Workers = %d, want at least 2 (a second speaker must not queue)", auto.Workers())
+	}
+	t.Logf("tiny: %d workers of %.1f MB", auto.Workers(), float64(size)/1e6)
+
+	tight, err := New(Config{ModelPath: model, Threads: 2, MemoryBudget: size + size/2}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tight.Close()
+	if tight.Workers() != 1 {
+		t.Errorf("Workers with a budget of 1.5 states = %d, want 1", tight.Workers())
+	}
+	fixed, err := New(Config{ModelPath: model, Threads: 1, Workers: 3}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fixed.Close()
+	if fixed.Workers() != 3 {
+		t.Errorf("Workers with workers = 3: %d", fixed.Workers())
+	}
+	if _, err := New(Config{ModelPath: model, Workers: 17}, nil); err == nil {
+		t.Error("workers = 17 accepted")
+	}
+}
+
+func TestTwoSpeakersDoNotQueue(t *testing.T) {
+	speech := asrtest.SpeechOrSkip(t, speechText)
+	r, err := New(Config{ModelPath: asrtest.TinyModel(t, false), Threads: 1, Workers: 2}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	long := make(chan error, 1)
+	go func() {
+		_, err := r.Transcribe(context.Background(), repeat(speech, 25*time.Second))
+		long <- err
+	}()
+	waitIdle(t, r, 1)
+	// The second speaker gets the other worker while the first one runs.
+	if _, err := r.Transcribe(context.Background(), speech3s(t)); err != nil {
+		t.Fatalf("second speaker: %v", err)
+	}
+	select {
+	case err := <-long:
+		t.Logf("the long call had already ended (%v): no overlap shown this run", err)
+	default: // the 3 s call finished while the 25 s one still ran
+	}
+	if err := <-long; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestPartialNeverWaits(t *testing.T) {
+	speech := asrtest.SpeechOrSkip(t, speechText)
+	r, err := New(Config{ModelPath: asrtest.TinyModel(t, false), Threads: 2, Workers: 1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	res, err := r.TranscribePartial(context.Background(), speech3s(t))
+	if err != nil || res.AudioDuration != 3*time.Second {
+		t.Fatalf("partial on an idle recognizer = %+v, %v", res, err)
+	}
+	long := make(chan error, 1)
+	go func() {
+		_, err := r.Transcribe(context.Background(), repeat(speech, 25*time.Second))
+		long <- err
+	}()
+	waitIdle(t, r, 0)
+	start := time.Now()
+	if _, err := r.TranscribePartial(context.Background(), speech3s(t)); !errors.Is(err, ErrBusy) {
+		t.Fatalf("partial while the only worker is busy = %v, want ErrBusy", err)
+	}
+	t.Logf("busy partial answered in %v", time.Since(start))
+	if err := <-long; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestFullPreemptsPartial(t *testing.T) {
+	speech := asrtest.SpeechOrSkip(t, speechText)
+	r, err := New(Config{ModelPath: asrtest.TinyModel(t, false), Threads: 2, Workers: 1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	partial := make(chan error, 1)
+	go func() {
+		// 25 s with the full token budget: seconds of decoding.
+		_, err := r.TranscribePartial(context.Background(), repeat(speech, 25*time.Second))
+		partial <- err
+	}()
+	waitIdle(t, r, 0)
+	start := time.Now()
+	res, err := r.Transcribe(context.Background(), speech3s(t))
+	if err != nil {
+		t.Fatalf("full transcription behind a partial: %v", err)
+	}
+	perr := <-partial
+	if !errors.Is(perr, ErrPreempted) {
+		t.Fatalf("the partial ended with %v, want ErrPreempted", perr)
+	}
+	t.Logf("full call behind a preempted partial took %v (its own work %v)", time.Since(start), res.Elapsed)
+	// The worker is clean afterwards: partials and full calls still run.
+	if _, err := r.TranscribePartial(context.Background(), speech3s(t)); err != nil {
+		t.Fatalf("partial after a preemption: %v", err)
+	}
+}
+
+func TestStateLineMB(t *testing.T) {
+	for line, want := range map[string]float64{
+		"whisper_init_state: kv self size  =    3.15 MB":           3.15,
+		"whisper_init_state: compute buffer (decode) =   98.14 MB": 98.14,
+		"whisper_model_load: model size    =   75.00 MB":           0,
+		"whisper_init_state: kv self size  =   nan MB":             0,
+		"whisper_init_state: something":                            0,
+	} {
+		if got := stateLineMB(line); math.Abs(got-want) > 1e-9 && !(math.IsNaN(got) && want == 0) {
+			t.Errorf("stateLineMB(%q) = %v, want %v", line, got, want)
+		}
+	}
+}

@@ -130,6 +130,12 @@ type ASR struct {
 	Model    string `toml:"model"`
 	Language string `toml:"language"`
 	Threads  int    `toml:"threads"`
+	// Workers is the number of utterances recognised at once (0: as many
+	// as the CPU and MemoryMB allow).
+	Workers int `toml:"workers"`
+	// MemoryMB bounds the automatic Workers: the decoding states' memory
+	// in MiB (0: 400).
+	MemoryMB int `toml:"memory_mb"`
 }
 
 // Memory is the [memory] section.
@@ -162,6 +168,17 @@ type WeCom struct {
 type Voice struct {
 	Enabled bool   `toml:"enabled"`
 	Token   string `toml:"token"`
+	// VAD picks the end-of-utterance detector: "auto" (Silero when
+	// VADModel loads, else energy), "silero" or "energy".
+	VAD      string `toml:"vad"`
+	VADModel string `toml:"vad_model"` // Silero VAD ONNX model
+	// PartialTranscripts sends transcripts of an utterance while it is
+	// spoken (final:false), when a speech worker is idle.
+	PartialTranscripts bool `toml:"partial_transcripts"`
+	// TTS speaks final replies (espeak-ng) to clients whose hello does
+	// not say "tts":false; TTSVoice is the espeak-ng voice.
+	TTS      bool   `toml:"tts"`
+	TTSVoice string `toml:"tts_voice"`
 }
 
 // MCPServer is one [mcp_servers.NAME] table.
@@ -197,6 +214,10 @@ const (
 
 	TransportStdio = "stdio"
 	TransportHTTP  = "http"
+
+	VADAuto   = "auto"
+	VADSilero = "silero"
+	VADEnergy = "energy"
 )
 
 // providerBaseURLs holds the base_url each provider gets when none is set.
@@ -246,6 +267,8 @@ const (
 	defaultThreads           = 2
 	defaultASRModel          = "models/ggml-base.bin"
 	defaultASRLanguage       = "auto"
+	defaultVADModel          = "models/silero_vad_v5.onnx"
+	defaultTTSVoice          = "en"
 	defaultSessionMax        = 40
 	defaultOverlap           = 5
 	defaultDedupThreshold    = 0.92
@@ -303,7 +326,11 @@ func Default() *Config {
 			Debounce: Duration{defaultDebounce},
 		},
 		Voice: Voice{
-			Enabled: true,
+			Enabled:            true,
+			VAD:                VADAuto,
+			VADModel:           defaultVADModel,
+			PartialTranscripts: true,
+			TTSVoice:           defaultTTSVoice,
 		},
 		loc: time.UTC,
 	}

@@ -374,4 +374,5 @@ func (p *parser) resolvePaths(c *Config) {
 	c.Embedding.ModelDir = abs(c.Embedding.ModelDir)
 	c.Embedding.OnnxruntimeLib = abs(c.Embedding.OnnxruntimeLib)
 	c.ASR.Model = abs(c.ASR.Model)
+	c.Voice.VADModel = abs(c.Voice.VADModel)
 }

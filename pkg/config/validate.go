@@ -18,6 +18,7 @@ var (
 	providers     = []string{ProviderOpenAI, ProviderDeepSeek, ProviderDashScope, ProviderOllama, ProviderVLLM, ProviderCustom}
 	poolings      = []string{PoolingCLS, PoolingMean}
 	dmPolicies    = []string{DMPairing, DMAllowlist, DMOpen, DMClosed}
+	vadKinds      = []string{VADAuto, VADSilero, VADEnergy}
 	mcpTransports = []string{TransportStdio, TransportHTTP}
 )
 
@@ -254,6 +255,26 @@ func (p *parser) validateASR(c *Config) {
 	p.check("asr.language", a.Language == "auto" || isLangCode(a.Language),
 		"invalid language %q (want \"auto\" or a two-letter code such as \"en\" or \"zh\")", a.Language)
 	p.check("asr.threads", a.Threads >= 1 && a.Threads <= maxThreads, "must be between 1 and %d, not %d", maxThreads, a.Threads)
+	p.check("asr.workers", a.Workers >= 0 && a.Workers <= maxASRWorkers, "must be between 0 (automatic) and %d, not %d", maxASRWorkers, a.Workers)
+	p.check("asr.memory_mb", a.MemoryMB >= 0, "must not be negative (0: the default 400), not %d", a.MemoryMB)
+}
+
+// maxASRWorkers bounds asr.workers.
+const maxASRWorkers = 16
+
+// espeakVoiceName accepts what espeak-ng names voices with (and nothing
+// that reads as an option or a path outside its data).
+func espeakVoiceName(v string) bool {
+	if v == "" || len(v) > 40 || v[0] == '-' || strings.Contains(v, "..") {
+		return false
+	}
+	for _, r := range v {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_+-/", r)
+		if !ok {
+			return false
+		}
+	}
+	return true
 }
 
 func isLangCode(s string) bool {
@@ -313,7 +334,13 @@ func (p *parser) validateWeCom(c *Config) {
 
 func (p *parser) validateVoice(c *Config) {
 	v := &c.Voice
-	if !v.Enabled || p.isBad("voice.token") {
+	if !v.Enabled {
+		return
+	}
+	p.check("voice.vad", oneOf(v.VAD, vadKinds), "unknown detector %q (want %s)", v.VAD, choices(vadKinds))
+	p.check("voice.vad_model", v.VADModel != "" || v.VAD == VADEnergy, "must not be empty unless voice.vad is \"energy\"")
+	p.check("voice.tts_voice", espeakVoiceName(v.TTSVoice), "%q is not an espeak-ng voice name (letters, digits, _ + - /; for example en, cmn, en-us)", v.TTSVoice)
+	if p.isBad("voice.token") {
 		return
 	}
 	if v.Token == "" {

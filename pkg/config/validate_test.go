@@ -58,6 +58,9 @@ func TestValidationRules(t *testing.T) {
 		{"language three letters", "[asr]\nlanguage = \"zho\"", "asr.language", "two-letter"},
 		{"asr threads 0", "[asr]\nthreads = 0", "asr.threads", "between 1 and 64"},
 		{"asr threads 65", "[asr]\nthreads = 65", "asr.threads", "between 1 and 64"},
+		{"asr workers -1", "[asr]\nworkers = -1", "asr.workers", "between 0 (automatic) and 16"},
+		{"asr workers 17", "[asr]\nworkers = 17", "asr.workers", "not 17"},
+		{"asr memory_mb -1", "[asr]\nmemory_mb = -1", "asr.memory_mb", "must not be negative"},
 		// [memory]
 		{"session_max_messages 0", "[memory]\nsession_max_messages = 0", "memory.session_max_messages", "greater than 0"},
 		{"compression_overlap 0", "[memory]\ncompression_overlap = 0", "memory.compression_overlap", "greater than 0"},
@@ -83,6 +86,10 @@ func TestValidationRules(t *testing.T) {
 		// [voice]
 		{"voice token off loopback", "[server]\nlisten = \"0.0.0.0:8080\"\n[voice]\nenabled = true", "voice.token", `server.listen ("0.0.0.0:8080") is not a loopback address`},
 		{"voice token all interfaces", "[server]\nlisten = \":8080\"", "voice.token", "not a loopback address"},
+		{"voice vad unknown", "[voice]\nvad = \"webrtc\"", "voice.vad", `unknown detector "webrtc" (want auto, silero or energy)`},
+		{"voice vad_model empty", "[voice]\nvad = \"silero\"\nvad_model = \"\"", "voice.vad_model", "must not be empty"},
+		{"voice tts_voice option", "[voice]\ntts_voice = \"--path=/etc\"", "voice.tts_voice", "not an espeak-ng voice name"},
+		{"voice tts_voice traversal", "[voice]\ntts_voice = \"../../x\"", "voice.tts_voice", "not an espeak-ng voice name"},
 		// [mcp_servers]
 		{"mcp name", "[mcp_servers.\"bad name\"]\ncommand = \"x\"", `mcp_servers."bad name"`, "invalid server name"},
 		{"mcp name double underscore", "[mcp_servers.a__b]\ncommand = \"x\"", "mcp_servers.a__b", `must not contain "__"`},

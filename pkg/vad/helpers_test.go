@@ -1,0 +1,204 @@
+package vad
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+
+	"agent/pkg/audio"
+	"agent/pkg/embed"
+)
+
+// requireNative stops a test whose native dependency (what) is missing:
+// a skip naming the fix, or a failure when AGENT_REQUIRE_NATIVE=1 (make
+// test and CI set it, so that a missing dependency cannot pass silently).
+func requireNative(t testing.TB, what, fix string) {
+	t.Helper()
+	msg := fmt.Sprintf("%s is not available; fix: %s", what, fix)
+	if os.Getenv("AGENT_REQUIRE_NATIVE") == "1" {
+		t.Fatal(msg + " (required: AGENT_REQUIRE_NATIVE=1)")
+	}
+	t.Skip(msg)
+}
+
+// repoRoot walks up from the package directory to go.mod.
+func repoRoot(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("go.mod not found above the package directory")
+		}
+		dir = parent
+	}
+}
+
+// ortLibrary is AGENT_ORT_LIB or <repo>/.deps/onnxruntime/linux-$GOARCH/.
+func ortLibrary(t testing.TB) string {
+	t.Helper()
+	p := os.Getenv("AGENT_ORT_LIB")
+	if p == "" {
+		p = filepath.Join(repoRoot(t), ".deps", "onnxruntime", "linux-"+runtime.GOARCH, embed.LibraryName)
+	}
+	if _, err := os.Stat(p); err != nil {
+		requireNative(t, "ONNX Runtime ("+p+")", "`make deps` (scripts/deps.sh ort) or set AGENT_ORT_LIB")
+	}
+	return p
+}
+
+// modelPath is AGENT_VAD_MODEL or <repo>/.deps/models/silero_vad_v5.onnx.
+func modelPath(t testing.TB) string {
+	t.Helper()
+	p := os.Getenv("AGENT_VAD_MODEL")
+	if p == "" {
+		p = filepath.Join(repoRoot(t), ".deps", "models", ModelFile)
+	}
+	if _, err := os.Stat(p); err != nil {
+		requireNative(t, "the Silero VAD model ("+p+")", "`scripts/deps.sh vad` or set AGENT_VAD_MODEL")
+	}
+	return p
+}
+
+// shared is the Model most tests use, loaded once for the test binary
+// (TestMain closes it).
+var shared struct {
+	once  sync.Once
+	model *Model
+	err   error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared.model != nil {
+		shared.model.Close()
+	}
+	os.Exit(code)
+}
+
+// model returns the shared Model.
+func model(t testing.TB) *Model {
+	t.Helper()
+	lib, path := ortLibrary(t), modelPath(t)
+	shared.once.Do(func() { shared.model, shared.err = Load(path, []string{lib}, 1) })
+	if errors.Is(shared.err, embed.ErrRuntimeMissing) {
+		requireNative(t, "ONNX Runtime ("+shared.err.Error()+")", "`make deps` (and cgo)")
+	}
+	if shared.err != nil {
+		t.Fatalf("Load: %v", shared.err)
+	}
+	return shared.model
+}
+
+// speech synthesises text with espeak-ng in the given voice and returns
+// it at 16 kHz with espeak's leading and trailing silence trimmed.
+func speech(t testing.TB, voice, text string) []float32 {
+	t.Helper()
+	bin, err := exec.LookPath("espeak-ng")
+	if err != nil {
+		requireNative(t, "espeak-ng", "`make deps` (apt install espeak-ng)")
+	}
+	wav := filepath.Join(t.TempDir(), "speech.wav")
+	var stderr bytes.Buffer
+	cmd := exec.Command(bin, "-v", voice, "-w", wav, text)
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("espeak-ng: %v\n%s", err, stderr.String())
+	}
+	f, err := os.Open(wav)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	pcm, rate, channels, err := audio.ReadWAV(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := audio.Resample(audio.Mono(pcm, channels), rate, SampleRate)
+	first, last := -1, -1
+	for i, v := range s {
+		if math.Abs(float64(v)) > 0.01 {
+			if first < 0 {
+				first = i
+			}
+			last = i
+		}
+	}
+	if first < 0 || last-first < SampleRate/10 {
+		t.Fatalf("espeak-ng -v %s produced no usable speech (%d samples)", voice, len(s))
+	}
+	return s[first : last+1]
+}
+
+// silence is d seconds of digital silence.
+func silence(sec float64) []float32 { return make([]float32, int(sec*SampleRate)) }
+
+// noise is sec seconds of uniform white noise with the given RMS level.
+func noise(sec, level float64, seed uint64) []float32 {
+	r := rand.New(rand.NewPCG(seed, 1))
+	out := make([]float32, int(sec*SampleRate))
+	a := level * math.Sqrt(3) // uniform in [-a, a] has RMS a/√3
+	for i := range out {
+		out[i] = float32((2*r.Float64() - 1) * a)
+	}
+	return out
+}
+
+// tone is sec seconds of a sine at hz with peak amplitude amp.
+func tone(sec, hz, amp float64) []float32 {
+	out := make([]float32, int(sec*SampleRate))
+	for i := range out {
+		out[i] = float32(amp * math.Sin(2*math.Pi*hz*float64(i)/SampleRate))
+	}
+	return out
+}
+
+// concat joins pieces of audio.
+func concat(parts ...[]float32) []float32 {
+	var out []float32
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+// probs runs a fresh stream over every whole window of x.
+func probs(t testing.TB, m *Model, x []float32) []float32 {
+	t.Helper()
+	s := m.NewStream()
+	var out []float32
+	for i := 0; i+WindowSamples <= len(x); i += WindowSamples {
+		p, err := s.Prob(x[i : i+WindowSamples])
+		if err != nil {
+			t.Fatalf("Prob at window %d: %v", i/WindowSamples, err)
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// stats summarises probabilities: mean, and the fraction at or above 0.5.
+func stats(p []float32) (mean, above float64) {
+	for _, v := range p {
+		mean += float64(v)
+		if v >= 0.5 {
+			above++
+		}
+	}
+	n := float64(max(len(p), 1))
+	return mean / n, above / n
+}
