@@ -6,14 +6,23 @@ import (
 
 	"agent/pkg/asr"
 	"agent/pkg/channel/voice"
+	"agent/pkg/config"
 	"agent/pkg/console"
 	"agent/pkg/conversation"
+	"agent/pkg/pairing"
+	"agent/pkg/vad"
 )
 
 // recognizerSource is what the local models offer the voice channel
 // (localmodels.Set); the recogniser is nil until loaded.
 type recognizerSource interface {
 	Recognizer() *asr.Recognizer
+}
+
+// vadSource offers the Silero VAD model (localmodels.Set); nil until
+// loaded, and without one (voice.vad = "energy", or no model file).
+type vadSource interface {
+	VAD() *vad.Model
 }
 
 // voiceRoutes registers the web console at / and, when voice.enabled, the
@@ -28,7 +37,13 @@ func (d *Daemon) voiceRoutes(mux *http.ServeMux) {
 		Token:        func() string { return d.config().Voice.Token },
 		AllowNoToken: cfg.ListenIsLoopback(),
 		ASR:          d.voiceRecognizer,
+		Admit:        d.admitVoice,
+		Partials:     cfg.Voice.PartialTranscripts,
+		TTS:          voice.TTSConfig{Default: cfg.Voice.TTS, Voice: cfg.Voice.TTSVoice},
 		Logger:       d.logger.With("component", "voice"),
+	}
+	if src, ok := d.opts.Models.(vadSource); ok && cfg.Voice.VAD != config.VADEnergy {
+		vc.VAD.Silero = src.VAD
 	}
 	if d.brain != nil {
 		vc.Conversation = d.brain.conv
@@ -53,6 +68,35 @@ func (d *Daemon) voiceRecognizer() voice.Recognizer {
 		return r
 	}
 	return nil
+}
+
+// admitVoice applies security.dm_policy to a voice client: admitted when
+// any of its principals ("voice:DEVICE", "voice:USER") is; otherwise,
+// under "pairing", the first one gets a code for the operator to approve.
+func (d *Daemon) admitVoice(ctx context.Context, principals []string) (voice.Admission, error) {
+	if len(principals) == 0 {
+		return voice.Admission{}, nil
+	}
+	store, policy := d.pairings(), d.dmPolicy()
+	for _, p := range principals {
+		ok, err := store.Admitted(ctx, policy, p)
+		if err != nil {
+			return voice.Admission{}, err
+		}
+		if ok {
+			return voice.Admission{Allowed: true}, nil
+		}
+	}
+	v, code, err := store.Decide(ctx, nil, policy, principals[0], "")
+	switch {
+	case err != nil:
+		return voice.Admission{}, err
+	case v == pairing.Allow:
+		return voice.Admission{Allowed: true}, nil
+	case v == pairing.NewCode || v == pairing.Waiting:
+		return voice.Admission{Code: code}, nil
+	}
+	return voice.Admission{}, nil
 }
 
 // stopVoice disconnects the voice clients (their turns in flight are

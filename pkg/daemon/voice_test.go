@@ -15,6 +15,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"agent/pkg/admin"
 	"agent/pkg/config"
 )
 
@@ -49,7 +50,12 @@ func streamingLLM(t *testing.T) *httptest.Server {
 // startDaemon runs the daemon on extra config and returns its address.
 func startDaemon(t *testing.T, extra string) (addr string, stop func()) {
 	t.Helper()
-	dir := t.TempDir()
+	return startDaemonIn(t, t.TempDir(), extra)
+}
+
+// startDaemonIn is startDaemon with its files in dir.
+func startDaemonIn(t *testing.T, dir, extra string) (addr string, stop func()) {
+	t.Helper()
 	path := filepath.Join(dir, "config.toml")
 	os.WriteFile(path, []byte("[server]\nlisten = \"127.0.0.1:0\"\n[agent]\nstate_dir = \"var\"\nworkspace = \"ws\"\n"+extra), 0o600)
 	cfg, _, err := config.Load(path, func(string) (string, bool) { return "", false })
@@ -166,5 +172,44 @@ func TestVoiceDisabled(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusNotFound {
 		t.Errorf("GET /voice with voice disabled = %d; want 404", resp.StatusCode)
+	}
+}
+
+// TestVoicePairing: with a voice.token a client is a device, subject to
+// security.dm_policy: under "pairing" an unknown device is told a code
+// and admitted once the operator approves it (agentctl pair approve).
+func TestVoicePairing(t *testing.T) {
+	dir := t.TempDir()
+	addr, _ := startDaemonIn(t, dir, "[voice]\ntoken = \"device-secret-0123456789\"\n")
+	hello := func() map[string]any {
+		ws, _, err := websocket.DefaultDialer.Dial("ws://"+addr+"/voice", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ws.Close()
+		ws.WriteJSON(map[string]any{"type": "hello", "token": "device-secret-0123456789", "device": "kitchen-panel"})
+		return readFrame(t, ws)
+	}
+	m := hello()
+	if m["type"] != "error" || m["code"] != "pairing_required" || m["fatal"] != true {
+		t.Fatalf("unknown device: %v; want a fatal pairing_required", m)
+	}
+	msg, _ := m["message"].(string)
+	i := strings.Index(msg, "agentctl pair approve ")
+	if i < 0 {
+		t.Fatalf("no code in %q", msg)
+	}
+	code := strings.Fields(msg[i+len("agentctl pair approve "):])[0]
+	code = strings.TrimRight(code, ")")
+	if again := hello(); !strings.Contains(fmt.Sprint(again["message"]), code) {
+		t.Fatalf("second hello %v; want the same code %s", again, code)
+	}
+	cl := admin.NewClient(filepath.Join(dir, "var", "agent.sock"))
+	p, err := cl.PairApprove(context.Background(), code)
+	if err != nil || p.User != "voice:kitchen-panel" {
+		t.Fatalf("approve: %+v %v", p, err)
+	}
+	if m := hello(); m["type"] != "ready" {
+		t.Fatalf("approved device: %v; want ready", m)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"agent/pkg/daemon"
 	"agent/pkg/embed"
 	"agent/pkg/localmodels"
+	"agent/pkg/vad"
 	"agent/pkg/memory"
 	"agent/pkg/statedir"
 	"agent/pkg/store"
@@ -72,6 +73,7 @@ func Checks(e Env) []Check {
 		Check{"onnxruntime", e.checkRuntime},
 		Check{"embedding_model", e.checkEmbedding},
 		Check{"asr_model", e.checkASR},
+		Check{"voice_vad", e.checkVAD},
 		Check{"llm", e.checkLLM},
 		Check{"wecom", e.checkWeCom},
 		Check{"mcp", e.checkMCP},
@@ -272,6 +274,36 @@ func (e Env) checkASR(context.Context) Result {
 		kind = "multilingual"
 	}
 	return Result{Level: OK, Detail: fmt.Sprintf("%s loads (%s, %s)", path, kind, time.Since(start).Round(time.Millisecond))}
+}
+
+// checkVAD reports how utterances end: the Silero model (loaded and run
+// on a window of silence) or the energy detector.
+func (e Env) checkVAD(context.Context) Result {
+	v := e.Config.Voice
+	switch {
+	case !v.Enabled:
+		return Result{Level: OK, Detail: "voice channel disabled"}
+	case v.VAD == config.VADEnergy:
+		return Result{Level: OK, Detail: "energy detector (voice.vad = \"energy\"): loud noise counts as speech"}
+	}
+	if _, err := os.Stat(v.VADModel); err != nil {
+		lvl := Warn
+		if v.VAD == config.VADSilero {
+			lvl = Fail
+		}
+		return Result{Level: lvl, Detail: v.VADModel + " missing; utterances end by the energy detector (loud noise counts as speech)",
+			Fix: "scripts/fetch-models.sh vad"}
+	}
+	if e.SkipModels {
+		return Result{Level: OK, Detail: v.VADModel + " present (not loaded)"}
+	}
+	start := time.Now()
+	m, err := vad.Load(v.VADModel, embed.Candidates(e.Config.Embedding.OnnxruntimeLib, embed.ExeDir()), 1)
+	if err != nil {
+		return Result{Level: Fail, Detail: err.Error(), Fix: "scripts/fetch-models.sh vad (re-fetch a damaged model), or voice.vad = \"energy\""}
+	}
+	defer m.Close()
+	return Result{Level: OK, Detail: fmt.Sprintf("silero %s loads (%s)", v.VADModel, time.Since(start).Round(time.Millisecond))}
 }
 
 // checkLLM asks GET {base_url}/models, which every OpenAI-compatible server

@@ -17,6 +17,7 @@ import (
 	"agent/pkg/config"
 	"agent/pkg/memory"
 	"agent/pkg/store"
+	"agent/pkg/vad/vadtest"
 )
 
 func noEnv(string) (string, bool) { return "", false }
@@ -108,7 +109,7 @@ func TestHealthyishInstall(t *testing.T) {
 	want := map[string]Level{
 		"config": OK, "state_dir": OK, "database": OK, "llm": OK, "wecom": OK,
 		"daemon": Warn, "disk": OK, "memory": OK,
-		"embedding_model": Fail, "asr_model": Fail,
+		"embedding_model": Fail, "asr_model": Fail, "voice_vad": Warn,
 	}
 	for name, lvl := range want {
 		if r := find(t, rs, name); r.Level != lvl {
@@ -265,5 +266,23 @@ func TestLongTermMemoryCheck(t *testing.T) {
 	e.Config.Embedding.ModelDir = dir
 	if r := e.checkFacts(ctx); r.Level != OK || !strings.Contains(r.Detail, "1 embedded at the next start; semantic + keyword") {
 		t.Fatalf("semantic: %+v", r)
+	}
+}
+
+func TestVADCheck(t *testing.T) {
+	e := baseEnv(t, "", nil)
+	e.Config.Embedding.OnnxruntimeLib = vadtest.ORTLibrary(t)
+	e.Config.Voice.VADModel = vadtest.ModelPath(t)
+	if r := e.checkVAD(context.Background()); r.Level != OK || !strings.Contains(r.Detail, "silero") {
+		t.Errorf("with the model: %+v", r)
+	}
+	e.Config.Voice.VADModel = filepath.Join(t.TempDir(), "absent.onnx")
+	e.Config.Voice.VAD = "silero"
+	if r := e.checkVAD(context.Background()); r.Level != Fail || !strings.Contains(r.Fix, "fetch-models.sh vad") {
+		t.Errorf("silero without the model: %+v", r)
+	}
+	e.Config.Voice.VAD = "energy"
+	if r := e.checkVAD(context.Background()); r.Level != OK || !strings.Contains(r.Detail, "energy") {
+		t.Errorf("energy: %+v", r)
 	}
 }

@@ -1,5 +1,6 @@
 // Package localmodels loads the on-device inference models (the sentence
-// embedder and the speech recogniser) for the daemon, each independently:
+// embedder, the speech recogniser and the Silero voice-activity detector)
+// for the daemon, each independently:
 // a missing or broken model disables its feature and says why, it never
 // stops the daemon.
 package localmodels
@@ -17,12 +18,14 @@ import (
 	"agent/pkg/asr"
 	"agent/pkg/config"
 	"agent/pkg/embed"
+	"agent/pkg/vad"
 )
 
 // Component names, as health checks and metrics show them.
 const (
 	Embedding = "embedding"
 	ASR       = "asr"
+	VAD       = "vad"
 )
 
 // Set holds the loaded models. Safe for concurrent use.
@@ -30,6 +33,7 @@ type Set struct {
 	mu       sync.RWMutex
 	embedder *embed.Embedder
 	asr      *asr.Recognizer
+	vad      *vad.Model
 }
 
 // Load loads every configured model, concurrently, and reports each one's
@@ -40,7 +44,7 @@ func (s *Set) Load(ctx context.Context, cfg *config.Config, logger *slog.Logger)
 		err  error
 	}
 	var wg sync.WaitGroup
-	out := make(chan result, 2)
+	out := make(chan result, 3)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -64,9 +68,30 @@ func (s *Set) Load(ctx context.Context, cfg *config.Config, logger *slog.Logger)
 				s.mu.Lock()
 				s.asr = r
 				s.mu.Unlock()
-				logger.Info("speech model ready", "model", cfg.ASR.Model, "multilingual", r.Multilingual(), "took", time.Since(start).Round(time.Millisecond))
+				logger.Info("speech model ready", "model", cfg.ASR.Model, "multilingual", r.Multilingual(),
+					"workers", r.Workers(), "worker_mb", r.StateBytes()>>20, "took", time.Since(start).Round(time.Millisecond))
 			}
 			out <- result{ASR, err}
+		}()
+	}
+	if cfg.Voice.Enabled && cfg.Voice.VAD != config.VADEnergy {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m, err := vad.Load(cfg.Voice.VADModel, embed.Candidates(cfg.Embedding.OnnxruntimeLib, embed.ExeDir()), 1)
+			switch {
+			case err == nil:
+				s.mu.Lock()
+				s.vad = m
+				s.mu.Unlock()
+				logger.Info("voice activity model ready (silero)", "model", cfg.Voice.VADModel)
+			case cfg.Voice.VAD == config.VADAuto && errors.Is(err, vad.ErrModelMissing):
+				// auto without the file: the energy detector, as configured.
+				logger.Info("no silero VAD model; utterances end by the energy detector", "model", cfg.Voice.VADModel,
+					"fix", "scripts/fetch-models.sh vad")
+				return
+			}
+			out <- result{VAD, err}
 		}()
 	}
 	wg.Wait()
@@ -90,7 +115,8 @@ func EmbedConfig(cfg *config.Config) embed.Config {
 
 // ASRConfig maps the [asr] section.
 func ASRConfig(cfg *config.Config) asr.Config {
-	return asr.Config{ModelPath: cfg.ASR.Model, Language: cfg.ASR.Language, Threads: cfg.ASR.Threads}
+	return asr.Config{ModelPath: cfg.ASR.Model, Language: cfg.ASR.Language, Threads: cfg.ASR.Threads,
+		Workers: cfg.ASR.Workers, MemoryBudget: int64(cfg.ASR.MemoryMB) << 20}
 }
 
 // Embedder returns the embedder, or nil while unavailable.
@@ -107,6 +133,14 @@ func (s *Set) Recognizer() *asr.Recognizer {
 	return s.asr
 }
 
+// VAD returns the Silero voice-activity model, or nil (the energy detector
+// is used).
+func (s *Set) VAD() *vad.Model {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.vad
+}
+
 // Close releases every model.
 func (s *Set) Close() error {
 	s.mu.Lock()
@@ -119,6 +153,10 @@ func (s *Set) Close() error {
 	if s.asr != nil {
 		errs = append(errs, s.asr.Close())
 		s.asr = nil
+	}
+	if s.vad != nil {
+		errs = append(errs, s.vad.Close())
+		s.vad = nil
 	}
 	return errors.Join(errs...)
 }

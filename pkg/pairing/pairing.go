@@ -156,6 +156,33 @@ func (s *Store) Decide(ctx context.Context, q Execer, p Policy, user, group stri
 	return Deny, "", fmt.Errorf("pairing: no free code for %s", user)
 }
 
+// Admitted reports whether p admits user ("channel:id") as it stands:
+// like Decide for a direct message, but a stranger is only refused (no
+// code is created).
+func (s *Store) Admitted(ctx context.Context, p Policy, user string) (bool, error) {
+	switch p.Mode {
+	case Closed:
+		return false, nil
+	case Open:
+		return true, nil
+	}
+	if Match(p.AllowFrom, user) || slices.Contains(p.Owners, user) {
+		return true, nil
+	}
+	if p.Mode == Allowlist {
+		return false, nil
+	}
+	var one int
+	err := s.db.QueryRowContext(ctx, `SELECT 1 FROM pairing_users WHERE user = ?`, user).Scan(&one)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, sql.ErrNoRows):
+		return false, nil
+	}
+	return false, fmt.Errorf("pairing: look up %s: %w", user, err)
+}
+
 // codeAlphabet has no 0/O or 1/I/L, so a code read aloud survives.
 const codeAlphabet = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"
 

@@ -66,3 +66,44 @@ func TestDecide(t *testing.T) {
 		t.Fatalf("revoked user: %v", v)
 	}
 }
+
+func TestAdmittedCreatesNoCode(t *testing.T) {
+	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), store.FileName), nil, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	s := New(st.DB(), nil)
+	ctx := context.Background()
+	p := Policy{Mode: Pairing, AllowFrom: []string{"voice:panel"}, Owners: []string{"voice:boss"}}
+	for _, tc := range []struct {
+		p    Policy
+		user string
+		want bool
+	}{
+		{p, "voice:panel", true},
+		{p, "voice:boss", true},
+		{p, "voice:stranger", false},
+		{Policy{Mode: Allowlist, AllowFrom: []string{"*"}}, "voice:x", true},
+		{Policy{Mode: Allowlist}, "voice:x", false},
+		{Policy{Mode: Open}, "voice:x", true},
+		{Policy{Mode: Closed, AllowFrom: []string{"*"}}, "voice:panel", false},
+	} {
+		if got, err := s.Admitted(ctx, tc.p, tc.user); err != nil || got != tc.want {
+			t.Errorf("%+v %s: %v %v, want %v", tc.p, tc.user, got, err, tc.want)
+		}
+	}
+	if list, _ := s.List(ctx); len(list) != 0 {
+		t.Fatalf("Admitted created entries: %+v", list)
+	}
+	_, code, _ := s.Decide(ctx, nil, p, "voice:stranger", "")
+	if ok, _ := s.Admitted(ctx, p, "voice:stranger"); ok {
+		t.Fatal("a code holder is admitted before approval")
+	}
+	if _, err := s.Approve(ctx, code, "op"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := s.Admitted(ctx, p, "voice:stranger"); !ok {
+		t.Fatal("approved device not admitted")
+	}
+}

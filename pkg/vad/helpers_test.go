@@ -3,76 +3,25 @@ package vad
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"testing"
 
 	"agent/pkg/audio"
 	"agent/pkg/embed"
+	"agent/pkg/vad/vadtest"
 )
 
-// requireNative stops a test whose native dependency (what) is missing:
-// a skip naming the fix, or a failure when AGENT_REQUIRE_NATIVE=1 (make
-// test and CI set it, so that a missing dependency cannot pass silently).
-func requireNative(t testing.TB, what, fix string) {
-	t.Helper()
-	msg := fmt.Sprintf("%s is not available; fix: %s", what, fix)
-	if os.Getenv("AGENT_REQUIRE_NATIVE") == "1" {
-		t.Fatal(msg + " (required: AGENT_REQUIRE_NATIVE=1)")
-	}
-	t.Skip(msg)
-}
-
-// repoRoot walks up from the package directory to go.mod.
-func repoRoot(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found above the package directory")
-		}
-		dir = parent
-	}
-}
-
-// ortLibrary is AGENT_ORT_LIB or <repo>/.deps/onnxruntime/linux-$GOARCH/.
-func ortLibrary(t testing.TB) string {
-	t.Helper()
-	p := os.Getenv("AGENT_ORT_LIB")
-	if p == "" {
-		p = filepath.Join(repoRoot(t), ".deps", "onnxruntime", "linux-"+runtime.GOARCH, embed.LibraryName)
-	}
-	if _, err := os.Stat(p); err != nil {
-		requireNative(t, "ONNX Runtime ("+p+")", "`make deps` (scripts/deps.sh ort) or set AGENT_ORT_LIB")
-	}
-	return p
-}
-
-// modelPath is AGENT_VAD_MODEL or <repo>/.deps/models/silero_vad_v5.onnx.
-func modelPath(t testing.TB) string {
-	t.Helper()
-	p := os.Getenv("AGENT_VAD_MODEL")
-	if p == "" {
-		p = filepath.Join(repoRoot(t), ".deps", "models", ModelFile)
-	}
-	if _, err := os.Stat(p); err != nil {
-		requireNative(t, "the Silero VAD model ("+p+")", "`scripts/deps.sh vad` or set AGENT_VAD_MODEL")
-	}
-	return p
-}
+var (
+	requireNative = vadtest.RequireNative
+	repoRoot      = vadtest.RepoRoot
+	ortLibrary    = vadtest.ORTLibrary
+	modelPath     = vadtest.ModelPath
+)
 
 // shared is the Model most tests use, loaded once for the test binary
 // (TestMain closes it).

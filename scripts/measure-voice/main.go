@@ -88,7 +88,10 @@ threads = 2
 [voice]
 enabled = true
 token = %q
-`, filepath.Join(models, "bge-small-random"), filepath.Join(models, "ggml-tiny-random.bin"), token)
+[security]
+dm_policy = "allowlist"
+allow_from = [%s]
+`, filepath.Join(models, "bge-small-random"), filepath.Join(models, "ggml-tiny-random.bin"), token, devices(conns))
 	if err = os.WriteFile(filepath.Join(dir, "config.toml"), []byte(cfg), 0o600); err != nil {
 		return err
 	}
@@ -184,6 +187,15 @@ token = %q
 	fmt.Printf("| %d concurrent voice connections, %d x 3 s espeak-ng utterance each (bge-small + whisper tiny, random weights) | %.1f MB | %.1f MB | %.1f MB | %.1f MB | %s |\n",
 		conns, rounds, float64(before)/1e6, float64(max)/1e6, float64(after)/1e6, float64(hwm)/1e6, elapsed.Round(10*time.Millisecond))
 	return nil
+}
+
+// devices lists the clients' principals for security.allow_from (TOML).
+func devices(n int) string {
+	var out []string
+	for i := range n {
+		out = append(out, fmt.Sprintf("%q", fmt.Sprintf("voice:measure-%d", i)))
+	}
+	return strings.Join(out, ", ")
 }
 
 // client: hello, then rounds of (3 s of PCM in 100 ms frames, end, wait

@@ -56,22 +56,27 @@ type conn struct {
 	session  string
 	rate     int
 	maxBytes int    // PCM bytes per utterance
-	tts      bool   // spoken replies asked for ("tts":true)
+	tts      bool   // spoken replies (hello "tts", default voice.tts)
 	ttsVoice string // espeak-ng voice for them
+	partials bool   // partial transcripts (hello "partials", default voice.partial_transcripts)
 
 	// Owned by the reading goroutine.
 	pcm       []byte // the utterance so far, an even number of bytes
 	carry     []byte // the odd byte of a frame, completed by the next one
-	vad       *vad
+	vad       detector
 	overflow  bool // the utterance went over the limit: audio is dropped until it ends
 	vadEnded  bool // the last utterance was ended by voice activity
 	busyNoted bool // the client was told busy for audio during this turn
+	partialAt int  // len(pcm) at the last partial transcription started
 
 	mu        sync.Mutex // job state
 	gen       uint64     // bumped by each job and by cancel: stale jobs' frames are dropped
 	busy      bool
 	jobCancel context.CancelFunc
 	turnIn    *conversation.Inbound // the conversation turn in flight, for Cancel
+
+	utt           uint64             // bumped when an utterance ends or is dropped: stale partials are not sent
+	partialCancel context.CancelFunc // the partial transcription in flight, or nil
 }
 
 func newConn(s *Server) *conn {
@@ -165,22 +170,64 @@ func (c *conn) hello() bool {
 	}
 	ttsVoice := m.Voice
 	if ttsVoice == "" {
-		ttsVoice = defaultTTSVoice
+		ttsVoice = c.s.cfg.TTS.Voice
 	}
 	if !validVoice(ttsVoice) {
 		return c.reject(CodeBadHello, fmt.Sprintf("voice %q: want an espeak-ng voice name such as en or cmn", clip(m.Voice)), websocket.CloseProtocolError)
 	}
-	c.tts, c.ttsVoice = m.TTS, ttsVoice
+	c.tts, c.ttsVoice, c.partials = c.s.cfg.TTS.Default, ttsVoice, c.s.cfg.Partials
+	if m.TTS != nil {
+		c.tts = *m.TTS
+	}
+	if m.Partials != nil {
+		c.partials = *m.Partials
+	}
+	if len(m.Device) > maxName || !utf8.ValidString(m.Device) {
+		return c.reject(CodeBadHello, fmt.Sprintf("the device name must be at most %d bytes of UTF-8", maxName), websocket.CloseProtocolError)
+	}
 	in := conversation.Inbound{Channel: Channel, Profile: profile, Sender: sender}
 	key, err := conversation.Key(in)
 	if err != nil {
 		return c.reject(CodeBadHello, "unusable user or device name: "+err.Error(), websocket.CloseProtocolError)
 	}
+	if !c.admit(m.Device, m.User) {
+		return false
+	}
 	c.in, c.session, c.rate = in, string(key), rate
 	c.maxBytes = int(int64(rate)*int64(c.s.lim.MaxUtterance)/int64(time.Second)) * 2
-	c.vad = newVAD(c.s.cfg.VAD, rate)
+	c.vad = newDetector(c.s.cfg.VAD, rate, c.log)
 	ws.SetReadLimit(c.s.lim.MaxMessage)
 	return true
+}
+
+// admit applies the DM policy (Config.Admit) to a hello that passed the
+// token check; a refused client gets a fatal error frame.
+func (c *conn) admit(device, user string) bool {
+	if c.s.cfg.Admit == nil || c.s.local() {
+		return true
+	}
+	var principals []string
+	for _, id := range []string{device, user} {
+		if id != "" {
+			principals = append(principals, Channel+":"+id)
+		}
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, c.s.lim.HelloTimeout)
+	defer cancel()
+	a, err := c.s.cfg.Admit(ctx, principals)
+	switch {
+	case err != nil:
+		c.log.Error("voice hello: the DM policy could not be checked", "err", err)
+		return c.reject(CodeInternal, "the server could not check this device's access; try again", websocket.CloseInternalServerErr)
+	case a.Allowed:
+		return true
+	case a.Code != "":
+		c.log.Info("voice device waiting for approval", "principal", principals[0], "code", a.Code)
+		return c.reject(CodeNotPaired, fmt.Sprintf("this device is not approved yet; its pairing code is %s (the operator runs: agentctl pair approve %s)", a.Code, a.Code), websocket.ClosePolicyViolation)
+	default:
+		c.log.Warn("voice hello refused by the DM policy", "principals", principals)
+		return c.reject(CodeForbidden, "this device or user may not talk to the agent (security.dm_policy / allow_from)", websocket.ClosePolicyViolation)
+	}
 }
 
 // reject sends a fatal error frame and a close frame.
@@ -370,6 +417,7 @@ func (c *conn) audio(data []byte) {
 	if len(c.pcm)+len(data) > c.maxBytes {
 		c.pcm, c.overflow = nil, true
 		c.vad.reset()
+		c.dropPartial()
 		c.fail(CodeTooLong, fmt.Sprintf("utterance longer than %v: dropped (pause or send end, then speak again)", c.s.lim.MaxUtterance))
 		return
 	}
@@ -380,7 +428,102 @@ func (c *conn) audio(data []byte) {
 	}
 	if ended {
 		c.endUtterance(true)
+		return
 	}
+	c.maybePartial()
+}
+
+// Partial transcripts: while an utterance is spoken, every partialStep of
+// new audio (once speech is heard, up to partialMax) the audio so far is
+// transcribed on an idle speech worker and sent as final:false. Never more
+// than one per connection at a time; a partial still running when the
+// utterance ends is cancelled (the final one takes its place), and the
+// recogniser preempts partials for other speakers' final transcriptions.
+const (
+	partialStep = time.Second
+	partialMax  = 20 * time.Second
+)
+
+// partialRecognizer is a Recognizer that can transcribe an utterance still
+// being spoken (*asr.Recognizer).
+type partialRecognizer interface {
+	TranscribePartial(ctx context.Context, samples []float32) (asr.Result, error)
+}
+
+// maybePartial starts a partial transcription when one is due.
+func (c *conn) maybePartial() {
+	if !c.partials || !c.vad.heard() {
+		return
+	}
+	step := c.rate * 2 * int(partialStep/time.Second)
+	if len(c.pcm)-c.partialAt < step || len(c.pcm) > c.rate*2*int(partialMax/time.Second) {
+		return
+	}
+	rec, ok := c.s.cfg.ASR().(partialRecognizer)
+	if !ok {
+		return
+	}
+	c.mu.Lock()
+	if c.partialCancel != nil || c.busy || c.ctx.Err() != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.partialAt = len(c.pcm)
+	utt := c.utt
+	ctx, cancel := context.WithCancel(c.ctx)
+	c.partialCancel = cancel
+	c.jobs.Add(1)
+	c.mu.Unlock()
+	// The utterance's bytes so far are never written again (appends go
+	// past them; an ended utterance gets a new buffer), so the goroutine
+	// may read them while the reader appends.
+	pcm := c.pcm[:len(c.pcm):len(c.pcm)]
+	go func() {
+		defer c.jobs.Done()
+		defer cancel()
+		text := c.partial(ctx, rec, pcm)
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.utt == utt {
+			c.partialCancel = nil
+			if text != "" && !c.busy {
+				c.send(transcript(text, false))
+			}
+		}
+	}()
+}
+
+// partial transcribes pcm; "" when it could not (busy workers, preempted,
+// cancelled: a preview is simply skipped).
+func (c *conn) partial(ctx context.Context, rec partialRecognizer, pcm []byte) string {
+	samples, err := audio.PCM16ToFloat32(pcm)
+	if err != nil {
+		return ""
+	}
+	if c.rate != asr.SampleRate {
+		samples = audio.Resample(samples, c.rate, asr.SampleRate)
+	}
+	res, err := rec.TranscribePartial(ctx, samples)
+	if err != nil {
+		if ctx.Err() == nil && !errors.Is(err, asr.ErrBusy) && !errors.Is(err, asr.ErrPreempted) {
+			c.log.Debug("partial transcription failed", "err", err)
+		}
+		return ""
+	}
+	return strings.TrimSpace(res.Text)
+}
+
+// dropPartial forgets the utterance's partial transcription: one in
+// flight is cancelled and its text never sent.
+func (c *conn) dropPartial() {
+	c.partialAt = 0
+	c.mu.Lock()
+	c.utt++
+	if c.partialCancel != nil {
+		c.partialCancel()
+		c.partialCancel = nil
+	}
+	c.mu.Unlock()
 }
 
 // endUtterance hands the buffered utterance to recognition.
@@ -394,6 +537,7 @@ func (c *conn) endUtterance(byVAD bool) {
 	pcm, heard := c.pcm, c.vad.heard()
 	c.pcm = nil
 	c.vad.reset()
+	c.dropPartial()
 	if len(pcm) == 0 && !byVAD {
 		if c.vadEnded || c.isBusy() { // the `end` after voice activity ended it
 			c.vadEnded = false
@@ -453,6 +597,7 @@ func (c *conn) start(job func(ctx context.Context, gen uint64)) bool {
 func (c *conn) cancelAll() {
 	c.pcm, c.carry, c.overflow, c.vadEnded = nil, c.carry[:0], false, false
 	c.vad.reset()
+	c.dropPartial()
 	c.mu.Lock()
 	var in *conversation.Inbound
 	if c.busy {

@@ -20,6 +20,9 @@ const (
 	CodeLLMUnavailable = "llm_unavailable" // the conversation pipeline is not running
 	CodeBusy           = "busy"            // a turn is in flight on this connection
 	CodeTTSUnavailable = "tts_unavailable" // a spoken reply could not be synthesised (espeak-ng missing or failing)
+	CodeNotPaired      = "pairing_required" // security.dm_policy "pairing": the device is not approved yet (fatal; the message has the code)
+	CodeForbidden      = "forbidden"        // security.dm_policy refuses the device (fatal)
+	CodeInternal       = "internal"         // the server could not check the hello (fatal; try again)
 )
 
 // SampleRates are the hello sample rates accepted (Hz).
@@ -45,8 +48,9 @@ type clientMsg struct {
 	SampleRate int    `json:"sample_rate,omitempty"`
 	Protocol   string `json:"protocol,omitempty"`
 	Text       string `json:"text,omitempty"`
-	TTS        bool   `json:"tts,omitempty"`   // hello: speak the final replies (audio frames)
-	Voice      string `json:"voice,omitempty"` // hello: espeak-ng voice of spoken replies; default en
+	TTS        *bool  `json:"tts,omitempty"`      // hello: speak the final replies (audio frames); default voice.tts
+	Voice      string `json:"voice,omitempty"`    // hello: espeak-ng voice of spoken replies; default voice.tts_voice
+	Partials   *bool  `json:"partials,omitempty"` // hello: partial transcripts while speaking; default voice.partial_transcripts
 }
 
 // Server frames.

@@ -32,6 +32,8 @@ type TTSConfig struct {
 	Timeout  time.Duration // per reply; default 30 s
 	MaxBytes int           // WAV bytes per reply; default 8 MiB (about 3 minutes of speech)
 	MaxText  int           // bytes of reply text spoken (longer replies are cut at a word); default 4 KiB
+	Default  bool          // speak to clients whose hello has no "tts" field (voice.tts)
+	Voice    string        // espeak-ng voice when the hello names none (voice.tts_voice); default en
 }
 
 func (t TTSConfig) withDefaults() TTSConfig {
@@ -46,6 +48,9 @@ func (t TTSConfig) withDefaults() TTSConfig {
 	}
 	if t.MaxText <= 0 {
 		t.MaxText = 4 << 10
+	}
+	if t.Voice == "" {
+		t.Voice = defaultTTSVoice
 	}
 	return t
 }

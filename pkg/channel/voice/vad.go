@@ -1,14 +1,35 @@
 package voice
 
 import (
+	"log/slog"
 	"math"
 	"time"
+
+	"agent/pkg/audio"
+	"agent/pkg/vad"
 )
 
-// VADConfig tunes the energy-based end-of-utterance detector. An utterance
-// ends by voice activity when at least MinSpeech of speech has been heard
-// and is followed by Silence without speech.
+// detector finds the end of an utterance in a connection's PCM16 LE stream
+// (an even number of bytes per call, at the hello's rate).
+type detector interface {
+	// feed analyses more audio and reports whether the utterance ended
+	// (enough speech followed by enough silence).
+	feed(pcm []byte) (ended bool)
+	// heard reports whether the utterance so far holds speech.
+	heard() bool
+	// reset starts a new utterance.
+	reset()
+}
+
+// VADConfig tunes end-of-utterance detection. An utterance ends by voice
+// activity when at least MinSpeech of speech has been heard and is
+// followed by Silence without speech. With a Silero model, speech is what
+// the model says is speech (noise, music and tones are not); without one,
+// an energy detector decides by loudness.
 type VADConfig struct {
+	// Silero returns the Silero VAD model, or nil to use the energy
+	// detector. Each connection takes it at its hello.
+	Silero func() *vad.Model
 	// Level is the lowest RMS level (full scale 1.0) that counts as
 	// speech; a steady background raises the bar above it (3x the noise
 	// floor). Default 0.01 (-40 dBFS).
@@ -38,9 +59,70 @@ func (c VADConfig) withDefaults() VADConfig {
 // vadFrame is the analysis frame.
 const vadFrame = 20 * time.Millisecond
 
-// vad classifies 20 ms frames of 16-bit PCM by energy. It works at the
-// stream's own sample rate (energy needs no resampling).
-type vad struct {
+// newDetector returns the connection's detector: Silero when a model is
+// loaded, else the energy detector.
+func newDetector(cfg VADConfig, rate int, logger *slog.Logger) detector {
+	cfg = cfg.withDefaults()
+	if cfg.Silero != nil {
+		if m := cfg.Silero(); m != nil {
+			d, err := m.NewDetector(vad.Config{MinSpeech: cfg.MinSpeech, Silence: cfg.Silence})
+			if err == nil {
+				return &sileroVAD{d: d, rate: rate, cfg: cfg, logger: logger}
+			}
+			logger.Warn("silero VAD unusable, using the energy detector", "err", err)
+		}
+	}
+	return newVAD(cfg, rate)
+}
+
+// sileroVAD adapts a Silero detector (16 kHz float32) to the stream. A
+// model failure (it was closed on reload) hands the rest of the connection
+// to the energy detector.
+type sileroVAD struct {
+	d        *vad.Detector
+	rate     int
+	cfg      VADConfig
+	logger   *slog.Logger
+	fallback *energyVAD
+}
+
+func (s *sileroVAD) feed(pcm []byte) bool {
+	if s.fallback != nil {
+		return s.fallback.feed(pcm)
+	}
+	x, err := audio.PCM16ToFloat32(pcm)
+	if err != nil { // odd length: the connection keeps frames even
+		return false
+	}
+	if s.rate != vad.SampleRate {
+		x = audio.Resample(x, s.rate, vad.SampleRate)
+	}
+	ended, err := s.d.Feed(x)
+	if err != nil {
+		s.logger.Warn("silero VAD failed, using the energy detector for this connection", "err", err)
+		s.fallback = newVAD(s.cfg, s.rate)
+		return s.fallback.feed(pcm)
+	}
+	return ended
+}
+
+func (s *sileroVAD) heard() bool {
+	if s.fallback != nil {
+		return s.fallback.heard()
+	}
+	return s.d.Heard()
+}
+
+func (s *sileroVAD) reset() {
+	s.d.Reset()
+	if s.fallback != nil {
+		s.fallback.reset()
+	}
+}
+
+// energyVAD classifies 20 ms frames of 16-bit PCM by energy. It works at
+// the stream's own sample rate (energy needs no resampling).
+type energyVAD struct {
 	cfg       VADConfig
 	frameLen  int     // samples per frame
 	sum       float64 // sum of squares of the partial frame
@@ -52,10 +134,10 @@ type vad struct {
 	endAfter  int     // frames of trailing silence; 0: never
 }
 
-func newVAD(cfg VADConfig, rate int) *vad {
+func newVAD(cfg VADConfig, rate int) *energyVAD {
 	cfg = cfg.withDefaults()
 	frames := func(d time.Duration) int { return max(1, int((d+vadFrame-1)/vadFrame)) }
-	v := &vad{cfg: cfg, frameLen: max(1, int(int64(rate)*int64(vadFrame)/int64(time.Second))), minSpeech: frames(cfg.MinSpeech)}
+	v := &energyVAD{cfg: cfg, frameLen: max(1, int(int64(rate)*int64(vadFrame)/int64(time.Second))), minSpeech: frames(cfg.MinSpeech)}
 	if cfg.Silence > 0 {
 		v.endAfter = frames(cfg.Silence)
 	}
@@ -65,7 +147,7 @@ func newVAD(cfg VADConfig, rate int) *vad {
 
 // feed analyses PCM16 LE bytes (an even count) and reports whether the
 // utterance has ended: enough speech followed by enough silence.
-func (v *vad) feed(pcm []byte) (ended bool) {
+func (v *energyVAD) feed(pcm []byte) (ended bool) {
 	for i := 0; i+1 < len(pcm); i += 2 {
 		s := float64(int16(uint16(pcm[i])|uint16(pcm[i+1])<<8)) / 32768
 		v.sum += s * s
@@ -90,9 +172,9 @@ func (v *vad) feed(pcm []byte) (ended bool) {
 }
 
 // heard reports whether the utterance so far holds any speech.
-func (v *vad) heard() bool { return v.speech >= v.minSpeech }
+func (v *energyVAD) heard() bool { return v.speech >= v.minSpeech }
 
 // reset starts a new utterance; the noise floor is kept.
-func (v *vad) reset() {
+func (v *energyVAD) reset() {
 	v.sum, v.n, v.speech, v.silence = 0, 0, 0, 0
 }

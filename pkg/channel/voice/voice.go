@@ -92,11 +92,31 @@ type Config struct {
 	// Cancel stops the turn in flight for in's routing key (the runner's
 	// Cancel). nil: a cancelled turn runs on and its replies are dropped.
 	Cancel func(in conversation.Inbound)
+	// Admit applies security.dm_policy to a hello that passed the token
+	// check: principals are "voice:DEVICE" and/or "voice:USER". nil admits
+	// every client with the token. A loopback client of a server without
+	// a token (the local console, AllowNoToken) is the operator and is not
+	// asked.
+	Admit func(ctx context.Context, principals []string) (Admission, error)
+	// Partials sends partial transcripts (final:false) while an utterance
+	// is spoken, to clients whose hello does not say "partials":false,
+	// when the recogniser has an idle worker.
+	Partials bool
 	Limits Limits
 	VAD    VADConfig
-	// TTS: spoken replies for clients whose hello says "tts":true.
+	// TTS: spoken replies (TTS.Default: for clients whose hello does not
+	// say "tts":false; else for those that say "tts":true).
 	TTS    TTSConfig
 	Logger *slog.Logger
+}
+
+// Admission is Config.Admit's decision.
+type Admission struct {
+	Allowed bool
+	// Code is the pairing code of a device that is not yet approved; the
+	// client is told it (pairing_required) and the operator approves it
+	// with `agentctl pair approve CODE`. Empty: refused (forbidden).
+	Code string
 }
 
 // Server serves agent.voice.v1 connections. Safe for concurrent use.
@@ -208,6 +228,10 @@ func (s *Server) Close(ctx context.Context) error {
 		return ctx.Err()
 	}
 }
+
+// local reports whether clients need no token: a loopback server without
+// one (the operator's own console).
+func (s *Server) local() bool { return s.cfg.AllowNoToken && s.cfg.Token() == "" }
 
 // authorized compares the hello token with the configured one in constant
 // time (both are hashed first, so their lengths leak nothing either).
