@@ -20,10 +20,10 @@ import (
 	"agent/pkg/daemon"
 	"agent/pkg/embed"
 	"agent/pkg/localmodels"
-	"agent/pkg/vad"
 	"agent/pkg/memory"
 	"agent/pkg/statedir"
 	"agent/pkg/store"
+	"agent/pkg/vad"
 )
 
 // Env is what the checks look at. Everything is injectable for tests.

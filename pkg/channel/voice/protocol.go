@@ -10,16 +10,16 @@ const Protocol = "agent.voice.v1"
 // close the connection (their frame says "fatal":true); the others leave it
 // usable.
 const (
-	CodeUnauthorized   = "unauthorized"    // bad or missing token
-	CodeBadHello       = "bad_hello"       // the first frame is not a valid hello
-	CodeBadRequest     = "bad_request"     // malformed JSON, unknown type, empty or oversized text
-	CodeBadAudio       = "bad_audio"       // unsupported sample rate, unusable audio
-	CodeTooLong        = "too_long"        // an utterance over the limit (60 s): it is dropped
-	CodeASRUnavailable = "asr_unavailable" // no speech recogniser is loaded
-	CodeASRFailed      = "asr_failed"      // recognition failed
-	CodeLLMUnavailable = "llm_unavailable" // the conversation pipeline is not running
-	CodeBusy           = "busy"            // a turn is in flight on this connection
-	CodeTTSUnavailable = "tts_unavailable" // a spoken reply could not be synthesised (espeak-ng missing or failing)
+	CodeUnauthorized   = "unauthorized"     // bad or missing token
+	CodeBadHello       = "bad_hello"        // the first frame is not a valid hello
+	CodeBadRequest     = "bad_request"      // malformed JSON, unknown type, empty or oversized text
+	CodeBadAudio       = "bad_audio"        // unsupported sample rate, unusable audio
+	CodeTooLong        = "too_long"         // an utterance over the limit (60 s): it is dropped
+	CodeASRUnavailable = "asr_unavailable"  // no speech recogniser is loaded
+	CodeASRFailed      = "asr_failed"       // recognition failed
+	CodeLLMUnavailable = "llm_unavailable"  // the conversation pipeline is not running
+	CodeBusy           = "busy"             // a turn is in flight on this connection
+	CodeTTSUnavailable = "tts_unavailable"  // a spoken reply could not be synthesised (espeak-ng missing or failing)
 	CodeNotPaired      = "pairing_required" // security.dm_policy "pairing": the device is not approved yet (fatal; the message has the code)
 	CodeForbidden      = "forbidden"        // security.dm_policy refuses the device (fatal)
 	CodeInternal       = "internal"         // the server could not check the hello (fatal; try again)

@@ -102,8 +102,8 @@ type Config struct {
 	// is spoken, to clients whose hello does not say "partials":false,
 	// when the recogniser has an idle worker.
 	Partials bool
-	Limits Limits
-	VAD    VADConfig
+	Limits   Limits
+	VAD      VADConfig
 	// TTS: spoken replies (TTS.Default: for clients whose hello does not
 	// say "tts":false; else for those that say "tts":true).
 	TTS    TTSConfig
