@@ -47,15 +47,22 @@ func TinyModel(tb testing.TB, multilingual bool) string {
 // Speech returns text spoken by espeak-ng as 16 kHz mono float32 samples.
 // The WAV is converted with sox (ffmpeg if sox is missing) and cached in
 // ModelDir under a name derived from the text, so it is made once.
-func Speech(text string) ([]float32, error) {
+func Speech(text string) ([]float32, error) { return SpeechIn("en", text) }
+
+// SpeechIn is Speech in an espeak-ng voice ("en", "cmn" for Mandarin).
+func SpeechIn(voice, text string) ([]float32, error) {
 	dir, err := ModelDir()
 	if err != nil {
 		return nil, err
 	}
-	sum := sha256.Sum256([]byte(text))
+	name := text
+	if voice != "en" {
+		name = voice + "\x00" + text
+	}
+	sum := sha256.Sum256([]byte(name))
 	path := filepath.Join(dir, "speech-"+hex.EncodeToString(sum[:6])+".wav")
 	if _, err := os.Stat(path); err != nil {
-		if err := makeSpeech(dir, path, text); err != nil {
+		if err := makeSpeech(dir, path, voice, text); err != nil {
 			return nil, err
 		}
 	}
@@ -74,7 +81,7 @@ func Speech(text string) ([]float32, error) {
 	return samples, nil
 }
 
-func makeSpeech(dir, path, text string) error {
+func makeSpeech(dir, path, voice, text string) error {
 	espeak, err := exec.LookPath("espeak-ng")
 	if err != nil {
 		return fmt.Errorf("asrtest: speech: %w", err)
@@ -88,7 +95,7 @@ func makeSpeech(dir, path, text string) error {
 	}
 	defer os.RemoveAll(tmp)
 	raw, conv := filepath.Join(tmp, "espeak.wav"), filepath.Join(tmp, "16k.wav")
-	if err := run(espeak, "-w", raw, text); err != nil {
+	if err := run(espeak, "-v", voice, "-w", raw, "--", text); err != nil {
 		return err
 	}
 	if sox, err := exec.LookPath("sox"); err == nil {
@@ -123,9 +130,34 @@ func run(name string, args ...string) error {
 // SpeechOrSkip is Speech with the native-dependency policy applied.
 func SpeechOrSkip(tb testing.TB, text string) []float32 {
 	tb.Helper()
-	s, err := Speech(text)
+	return SpeechInOrSkip(tb, "en", text)
+}
+
+// SpeechInOrSkip is SpeechIn with the native-dependency policy applied.
+func SpeechInOrSkip(tb testing.TB, voice, text string) []float32 {
+	tb.Helper()
+	s, err := SpeechIn(voice, text)
 	if err != nil {
-		Unavailable(tb, "espeak-ng speech", err)
+		Unavailable(tb, "espeak-ng speech ("+voice+")", err)
 	}
 	return s
+}
+
+// RealModelEnv names the environment variable that points tests at a
+// real whisper model (ggml-tiny.bin, ggml-base.bin, ...): with it they
+// assert the words recognised, not only the protocol and timing.
+const RealModelEnv = "TEST_WHISPER_MODEL"
+
+// RealModel returns $TEST_WHISPER_MODEL, or "" when unset. A set path that
+// does not exist fails the test (a typo must not pass as a skip).
+func RealModel(tb testing.TB) string {
+	tb.Helper()
+	p := os.Getenv(RealModelEnv)
+	if p == "" {
+		return ""
+	}
+	if _, err := os.Stat(p); err != nil {
+		tb.Fatalf("%s=%s: %v", RealModelEnv, p, err)
+	}
+	return p
 }
