@@ -62,6 +62,14 @@ func (s *Store) Block(ctx context.Context, scope, query string, fast bool) (stri
 	if s.bgCtx.Err() != nil {
 		return cached.block, nil
 	}
+	if hit && !s.queryEmbedded(query) {
+		// Embedding the query alone takes longer than the fast budget
+		// (milliseconds of both cores on the box): take the cached block
+		// now and refresh once the turn's first bytes are out, so the
+		// retrieval does not compete with them for the CPU.
+		s.refreshLater(scope, query)
+		return cached.block, nil
+	}
 	done := make(chan string, 1)
 	s.bg.Add(1)
 	go func() {
@@ -89,6 +97,35 @@ func (s *Store) Block(ctx context.Context, scope, query string, fast bool) (stri
 	case <-ctx.Done():
 	}
 	return cached.block, nil // "" on a cold cache
+}
+
+// RefreshDelay is how long a fast turn's deferred retrieval waits: longer
+// than the turn takes to send its LLM request (about a millisecond).
+const RefreshDelay = 20 * time.Millisecond
+
+// queryEmbedded reports whether query's embedding is in the LRU (or there
+// is no embedder, so retrieval is keyword-only and cheap).
+func (s *Store) queryEmbedded(query string) bool {
+	st := s.emb.Load()
+	if st == nil {
+		return true
+	}
+	_, ok := s.vectors.Get(st.id + "\x00" + truncate(query, MaxQueryBytes))
+	return ok
+}
+
+// refreshLater rebuilds scope's cached block for query after RefreshDelay,
+// in the background (Wait waits for it).
+func (s *Store) refreshLater(scope, query string) {
+	s.bg.Add(1)
+	time.AfterFunc(RefreshDelay, func() {
+		defer s.bg.Done()
+		rctx, cancel := context.WithTimeout(s.bgCtx, 10*time.Second)
+		defer cancel()
+		if _, err := s.freshBlock(rctx, scope, query); err != nil && s.bgCtx.Err() == nil {
+			s.logger.Warn("memory retrieval failed", "scope", scope, "err", err)
+		}
+	})
 }
 
 // CachedBlock returns the block cached for scope without any other work:

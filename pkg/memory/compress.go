@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"agent/pkg/llm"
@@ -38,6 +39,12 @@ type CompressorConfig struct {
 	Sweep time.Duration
 	// TranscriptBytes bounds the transcript sent in one request; 24 KiB.
 	TranscriptBytes int
+	// Quiet: work triggered by a turn waits until no turn has ended for
+	// this long (2s), but at most MaxDelay (30s) — compression embeds and
+	// writes, and on a two-core box it would otherwise land on the next
+	// turn's critical milliseconds.
+	Quiet    time.Duration
+	MaxDelay time.Duration
 }
 
 func (c CompressorConfig) withDefaults() CompressorConfig {
@@ -60,6 +67,12 @@ func (c CompressorConfig) withDefaults() CompressorConfig {
 	}
 	if c.TranscriptBytes <= 0 {
 		c.TranscriptBytes = 24 << 10
+	}
+	if c.Quiet <= 0 {
+		c.Quiet = 2 * time.Second
+	}
+	if c.MaxDelay <= 0 {
+		c.MaxDelay = 30 * time.Second
 	}
 	return c
 }
@@ -85,6 +98,9 @@ type Compressor struct {
 	backoff map[int64]time.Duration
 	queue   chan int64
 	wake    chan struct{}
+	// lastTurn is when Notify was last called (unix nanoseconds, wall
+	// clock): the quiet period counts from it.
+	lastTurn atomic.Int64
 
 	stop chan struct{}
 	done chan struct{}
@@ -125,6 +141,12 @@ func (c *Compressor) Close(ctx context.Context) error {
 // Notify tells the compressor that session id grew (after a turn) or was
 // closed (/new). It never blocks.
 func (c *Compressor) Notify(sessionID int64) {
+	c.lastTurn.Store(time.Now().UnixNano())
+	c.enqueue(sessionID)
+}
+
+// enqueue queues a session for the worker unless it is queued already.
+func (c *Compressor) enqueue(sessionID int64) {
 	c.mu.Lock()
 	if c.queued[sessionID] {
 		c.mu.Unlock()
@@ -159,12 +181,33 @@ func (c *Compressor) run() {
 		case <-tick.C:
 			c.sweep(ctx)
 		case id := <-c.queue:
+			c.awaitQuiet(ctx)
 			c.mu.Lock()
 			delete(c.queued, id)
 			c.mu.Unlock()
 			if _, err := c.Compress(ctx, id); err != nil && ctx.Err() == nil {
 				c.logger.Warn("memory compression failed", "session", id, "err", err)
 			}
+		}
+	}
+}
+
+// awaitQuiet returns once no turn has ended for Quiet, after MaxDelay at
+// the latest, or when ctx ends.
+func (c *Compressor) awaitQuiet(ctx context.Context) {
+	deadline := time.Now().Add(c.cfg.MaxDelay)
+	for {
+		wait := c.cfg.Quiet - time.Since(time.Unix(0, c.lastTurn.Load()))
+		wait = min(wait, time.Until(deadline))
+		if wait <= 0 {
+			return
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
 		}
 	}
 }
@@ -191,7 +234,7 @@ func (c *Compressor) sweep(ctx context.Context) {
 	}
 	rows.Close()
 	for _, id := range ids {
-		c.Notify(id)
+		c.enqueue(id)
 	}
 	// Facts stored while the embedder failed get their vectors now.
 	if n, err := c.mem.Backfill(ctx); err != nil && ctx.Err() == nil {

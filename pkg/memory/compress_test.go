@@ -291,3 +291,32 @@ func TestCompressHugeAndEmojiMessages(t *testing.T) {
 		t.Error("transcript cut inside a character")
 	}
 }
+
+// TestCompressorWaitsForQuiet: while turns keep ending, triggered work
+// waits; it runs once the conversation pauses for Quiet.
+func TestCompressorWaitsForQuiet(t *testing.T) {
+	r := newCompressRig(t, nil, `{"facts":[{"fact":"Quiet fact"}]}`)
+	r.comp = NewCompressor(CompressorConfig{SessionMax: 40, Overlap: 5, Quiet: 300 * time.Millisecond, MaxDelay: time.Minute},
+		r.mem, r.llm.client(t), r.ss, nil)
+	key, _ := session.P2P("voice", "dana")
+	sess := fill(t, r.ss, key, 45, say)
+	r.comp.Start()
+	defer r.comp.Close(context.Background())
+	busy := time.Now()
+	for time.Since(busy) < time.Second { // a turn every 100 ms for a second
+		r.comp.Notify(sess.ID)
+		time.Sleep(100 * time.Millisecond)
+		if r.llm.count() != 0 {
+			t.Fatalf("compressed during the conversation, %v after it started", time.Since(busy))
+		}
+	}
+	paused := time.Now()
+	deadline := paused.Add(10 * time.Second)
+	for memorySeq(t, r.mem, sess.ID) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("not compressed after the pause")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Logf("compressed %v after the last turn", time.Since(paused).Round(time.Millisecond))
+}

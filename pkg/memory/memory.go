@@ -46,8 +46,10 @@ type Config struct {
 	// 8×k when larger).
 	Candidates int
 	// FastBudget is how long a voice/hardware turn waits for a fresh
-	// retrieval before it takes the cached block; 2ms (a fresh retrieval
-	// within it needs a cached query embedding and a small partition).
+	// retrieval before it takes the cached block; 2ms. It waits only when
+	// the query's embedding is cached (otherwise the embedding alone takes
+	// longer): the cached block is taken at once and the retrieval runs
+	// RefreshDelay later, off the turn's way.
 	// ColdBudget is the wait when nothing is cached for the scope yet (its
 	// first turn); 250ms.
 	FastBudget time.Duration

@@ -572,3 +572,35 @@ func TestForgetOverwritesTheFile(t *testing.T) {
 		}
 	}
 }
+
+// TestFastBlockDefersRetrieval: a voice turn whose query is not embedded
+// yet takes the cached block without starting the embedding on its way;
+// the retrieval follows RefreshDelay later and refreshes the cache.
+func TestFastBlockDefersRetrieval(t *testing.T) {
+	e := newVecs()
+	s, _ := newMem(t, e, Config{})
+	e.Set("what do I drink", axis(0))
+	e.Set("The user drinks oolong", axis(0))
+	e.Set("and what do I eat", axis(0))
+	mustAdd(t, s, "wecom:alice", Input{Text: "The user drinks oolong"})
+	first, err := s.Block(ctx, "wecom:alice", "what do I drink", false)
+	if err != nil || first == "" {
+		t.Fatalf("block: %q %v", first, err)
+	}
+	calls := e.Calls()
+	fast, err := s.Block(ctx, "wecom:alice", "and what do I eat", true)
+	if err != nil || fast != first {
+		t.Fatalf("fast block %q %v, want the cached one", fast, err)
+	}
+	if e.Calls() != calls {
+		t.Errorf("the fast turn embedded %d texts on its way", e.Calls()-calls)
+	}
+	s.Wait()
+	if e.Calls() != calls+1 {
+		t.Errorf("%d embeddings after the deferred refresh, want 1", e.Calls()-calls)
+	}
+	// The refreshed cache now serves that utterance whole.
+	if again, _ := s.Block(ctx, "wecom:alice", "and what do I eat", true); again != first || e.Calls() != calls+1 {
+		t.Errorf("repeat after refresh: %q, %d embeddings", again, e.Calls()-calls)
+	}
+}
