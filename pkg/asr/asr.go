@@ -53,10 +53,12 @@ type Config struct {
 	// random-weight models, whose text is meaningless and never ends on its
 	// own, set it low to keep decoding short.
 	MaxTokens int
-	// Workers is the number of transcriptions that can run at once, each
-	// on its own decoding state (the weights are shared); 0 picks enough
-	// for a second speaker not to queue (2, or more on machines with
-	// cores to spare), bounded by MemoryBudget.
+	// Workers is the number of decoding states (the weights are shared);
+	// 0 picks one per Threads of CPU (two on a six-core Orin with 3
+	// threads, one on two cores), bounded by MemoryBudget. Whatever the
+	// count, transcriptions run at once only as far as the CPU has
+	// Threads free for each: ggml's spinning threads must not outnumber
+	// the cores.
 	Workers int
 	// MemoryBudget bounds the automatic Workers: the decoding states'
 	// memory (whisper.cpp reports each state's size) may not exceed it.

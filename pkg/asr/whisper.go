@@ -75,6 +75,8 @@ import (
 	"sync/atomic"
 	"time"
 	"unsafe"
+
+	"golang.org/x/sync/semaphore"
 )
 
 // Recognizer transcribes speech with one loaded whisper.cpp model. It is
@@ -99,6 +101,12 @@ type Recognizer struct {
 	clean runtime.Cleanup
 
 	idle      chan *worker  // workers not transcribing
+	// cpu holds max(NumCPU, threads) tokens; a transcription runs holding
+	// threads of them. ggml's threads spin while they wait for each other:
+	// more of them than cores, and two transcriptions take forty times as
+	// long as one after the other (measured: 86 s against 2.7 s for four
+	// 3 s calls, two workers of two threads on two cores).
+	cpu *semaphore.Weighted
 	done      chan struct{} // closed by Close: waiters stop waiting
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -173,6 +181,7 @@ func New(cfg Config, logger *slog.Logger) (*Recognizer, error) {
 		ctx:          wctx,
 		done:         make(chan struct{}),
 		partials:     map[*worker]bool{},
+		cpu:          semaphore.NewWeighted(int64(max(runtime.NumCPU(), threads))),
 	}
 	first, size := newWorker(wctx)
 	if first == nil {
@@ -206,15 +215,14 @@ func New(cfg Config, logger *slog.Logger) (*Recognizer, error) {
 	return r, nil
 }
 
-// workerCount is Config.Workers, or the automatic choice: enough workers
-// that a second speaker (or a partial transcription) need not queue behind
-// the first, at most one per Threads of CPU beyond that, at most
-// maxAutoWorkers, and no more than the memory budget holds.
+// workerCount is Config.Workers, or the automatic choice: one per Threads
+// of CPU (more would only wait for the CPU), at most maxAutoWorkers, and no
+// more than the memory budget holds.
 func workerCount(cfg Config, threads int, stateBytes int64) int {
 	if cfg.Workers > 0 {
 		return cfg.Workers
 	}
-	n := min(maxAutoWorkers, max(2, runtime.NumCPU()/max(1, threads)))
+	n := min(maxAutoWorkers, max(1, runtime.NumCPU()/max(1, threads)))
 	budget := cfg.MemoryBudget
 	if budget <= 0 {
 		budget = DefaultMemoryBudget
@@ -307,7 +315,12 @@ func (r *Recognizer) TranscribePartial(ctx context.Context, samples []float32) (
 	if r.waiting == 0 { // never ahead of a full transcription
 		select {
 		case w = <-r.idle:
-			r.partials[w] = false
+			if r.cpu.TryAcquire(int64(r.threads)) {
+				r.partials[w] = false
+			} else {
+				r.idle <- w
+				w = nil
+			}
 		default:
 		}
 	}
@@ -330,20 +343,24 @@ func (r *Recognizer) TranscribePartial(ctx context.Context, samples []float32) (
 	return res, err
 }
 
-// acquire takes an idle worker for a full transcription, or waits for one;
-// while it waits, a worker running a partial is told to stop.
+// acquire takes an idle worker and CPU for a full transcription, or waits
+// for them; when it has to wait, a partial transcription holding them is
+// told to stop.
 func (r *Recognizer) acquire(ctx context.Context) (*worker, error) {
+	var w *worker
 	select {
-	case w := <-r.idle:
-		return w, nil
+	case w = <-r.idle:
+		if r.cpu.TryAcquire(int64(r.threads)) {
+			return w, nil
+		}
 	default:
 	}
 	r.mu.Lock()
 	r.waiting++
-	for w, preempted := range r.partials {
+	for pw, preempted := range r.partials {
 		if !preempted {
-			r.partials[w] = true
-			atomic.StoreInt32((*int32)(unsafe.Pointer(w.abort)), 1)
+			r.partials[pw] = true
+			atomic.StoreInt32((*int32)(unsafe.Pointer(pw.abort)), 1)
 			break
 		}
 	}
@@ -353,17 +370,26 @@ func (r *Recognizer) acquire(ctx context.Context) (*worker, error) {
 		r.waiting--
 		r.mu.Unlock()
 	}()
-	select {
-	case w := <-r.idle:
-		return w, nil
-	case <-r.done:
-		return nil, fmt.Errorf("asr: transcribe: %w", ErrClosed)
-	case <-ctx.Done():
-		return nil, fmt.Errorf("asr: transcribe: waiting for the recognizer: %w", ctx.Err())
+	if w == nil {
+		select {
+		case w = <-r.idle:
+		case <-r.done:
+			return nil, fmt.Errorf("asr: transcribe: %w", ErrClosed)
+		case <-ctx.Done():
+			return nil, fmt.Errorf("asr: transcribe: waiting for the recognizer: %w", ctx.Err())
+		}
 	}
+	if err := r.cpu.Acquire(ctx, int64(r.threads)); err != nil {
+		r.idle <- w
+		return nil, fmt.Errorf("asr: transcribe: waiting for the CPU: %w", err)
+	}
+	return w, nil
 }
 
-func (r *Recognizer) release(w *worker) { r.idle <- w }
+func (r *Recognizer) release(w *worker) {
+	r.cpu.Release(int64(r.threads))
+	r.idle <- w
+}
 
 // run transcribes on worker w, which the caller holds.
 func (r *Recognizer) run(ctx context.Context, w *worker, samples []float32, partial bool, start time.Time) (Result, error) {

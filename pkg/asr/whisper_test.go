@@ -11,6 +11,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -458,7 +459,7 @@ func waitIdle(t *testing.T, r *Recognizer, n int) {
 
 func TestWorkersSizedByBudget(t *testing.T) {
 	model := asrtest.TinyModel(t, false)
-	auto, err := New(Config{ModelPath: model, Threads: 2}, nil)
+	auto, err := New(Config{ModelPath: model, Threads: 1}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -468,18 +469,27 @@ func TestWorkersSizedByBudget(t *testing.T) {
 	if size < 5<<20 || size > 400<<20 {
 		t.Fatalf("StateBytes = %d, not a plausible size for tiny", size)
 	}
-	if auto.Workers() < 2 {
-		t.Errorf("automatic Workers = %d, want at least 2 (a second speaker must not queue)", auto.Workers())
+	want := max(1, min(maxAutoWorkers, runtime.NumCPU(), int(DefaultMemoryBudget/size)))
+	if auto.Workers() != want {
+		t.Errorf("automatic Workers with 1 thread = %d, want %d (one per core, within the budget)", auto.Workers(), want)
 	}
 	t.Logf("tiny: %d workers of %.1f MB", auto.Workers(), float64(size)/1e6)
 
-	tight, err := New(Config{ModelPath: model, Threads: 2, MemoryBudget: size + size/2}, nil)
+	tight, err := New(Config{ModelPath: model, Threads: 1, MemoryBudget: size + size/2}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tight.Close()
 	if tight.Workers() != 1 {
 		t.Errorf("Workers with a budget of 1.5 states = %d, want 1", tight.Workers())
+	}
+	whole, err := New(Config{ModelPath: model, Threads: runtime.NumCPU()}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer whole.Close()
+	if whole.Workers() != 1 {
+		t.Errorf("Workers with threads = NumCPU: %d, want 1", whole.Workers())
 	}
 	fixed, err := New(Config{ModelPath: model, Threads: 1, Workers: 3}, nil)
 	if err != nil {
@@ -491,6 +501,34 @@ func TestWorkersSizedByBudget(t *testing.T) {
 	}
 	if _, err := New(Config{ModelPath: model, Workers: 17}, nil); err == nil {
 		t.Error("workers = 17 accepted")
+	}
+}
+
+// TestCPUGate: two workers whose threads together outnumber the cores do
+// not run at once (ggml's spinning threads would convoy): while one call
+// holds the CPU, a partial finds it busy although a worker is idle.
+func TestCPUGate(t *testing.T) {
+	speech := asrtest.SpeechOrSkip(t, speechText)
+	r, err := New(Config{ModelPath: asrtest.TinyModel(t, false), Threads: runtime.NumCPU(), Workers: 2}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	long := make(chan error, 1)
+	go func() {
+		_, err := r.Transcribe(context.Background(), repeat(speech, 25*time.Second))
+		long <- err
+	}()
+	waitIdle(t, r, 1)
+	if _, err := r.TranscribePartial(context.Background(), speech3s(t)); !errors.Is(err, ErrBusy) {
+		t.Errorf("partial while the CPU is taken = %v, want ErrBusy", err)
+	}
+	// A second full call waits for the CPU, then runs.
+	if _, err := r.Transcribe(context.Background(), speech3s(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-long; err != nil {
+		t.Fatal(err)
 	}
 }
 

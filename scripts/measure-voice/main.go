@@ -1,5 +1,6 @@
-// Command measure-voice starts the built daemon with both test models
-// (bge-small and whisper tiny, random weights) and the voice channel on,
+// Command measure-voice starts the built daemon with its local models
+// (bge-small and whisper tiny with random weights, the real Silero VAD)
+// and the voice channel on,
 // opens N agent.voice.v1 WebSocket connections at once, each streaming a
 // 3 s espeak-ng utterance (hello with the token, PCM frames, end) and
 // waiting for its final transcript, for a few rounds, while it samples the
@@ -43,18 +44,20 @@ var utterances = []string{
 func main() {
 	bin := flag.String("bin", "bin/agent", "daemon binary")
 	models := flag.String("models", "testdata/models", "folder with bge-small-random/ and ggml-tiny-random.bin")
+	vadModel := flag.String("vad", ".deps/models/silero_vad_v5.onnx", "Silero VAD model (scripts/deps.sh vad)")
 	conns := flag.Int("conns", 4, "concurrent voice connections")
 	rounds := flag.Int("rounds", 3, "utterances per connection (one after another)")
 	flag.Parse()
-	if err := run(*bin, *models, *conns, *rounds); err != nil {
+	if err := run(*bin, *models, *vadModel, *conns, *rounds); err != nil {
 		fmt.Fprintln(os.Stderr, "measure-voice:", err)
 		os.Exit(1)
 	}
 }
 
-func run(bin, models string, conns, rounds int) error {
+func run(bin, models, vadModel string, conns, rounds int) error {
 	bin, _ = filepath.Abs(bin)
 	models, _ = filepath.Abs(models)
+	vadModel, _ = filepath.Abs(vadModel)
 	dir, err := os.MkdirTemp("", "agent-measure-voice-")
 	if err != nil {
 		return err
@@ -88,10 +91,12 @@ threads = 2
 [voice]
 enabled = true
 token = %q
+vad = "silero"
+vad_model = %q
 [security]
 dm_policy = "allowlist"
 allow_from = [%s]
-`, filepath.Join(models, "bge-small-random"), filepath.Join(models, "ggml-tiny-random.bin"), token, devices(conns))
+`, filepath.Join(models, "bge-small-random"), filepath.Join(models, "ggml-tiny-random.bin"), token, vadModel, devices(conns))
 	if err = os.WriteFile(filepath.Join(dir, "config.toml"), []byte(cfg), 0o600); err != nil {
 		return err
 	}
@@ -114,7 +119,7 @@ allow_from = [%s]
 	}()
 	pid := cmd.Process.Pid
 
-	// READY carries the address; "local models ready" says both loaded.
+	// READY carries the address; "local models ready" says all loaded.
 	var addr string
 	loaded := false
 	buf := make([]byte, 4096)
@@ -130,7 +135,7 @@ allow_from = [%s]
 			addr = strings.TrimSuffix(addr, ";")
 		}
 		if strings.Contains(msg, "local models ready") {
-			if !strings.Contains(msg, "2/2 local models ready") {
+			if !strings.Contains(msg, "3/3 local models ready") {
 				return fmt.Errorf("models not all loaded: %q", msg)
 			}
 			loaded = true
@@ -184,7 +189,7 @@ allow_from = [%s]
 	}
 	fmt.Println("| load | RSS before | peak RSS (VmRSS sampled every 5 ms) | RSS after | VmHWM (incl. start-up) | wall |")
 	fmt.Println("|---|---|---|---|---|---|")
-	fmt.Printf("| %d concurrent voice connections, %d x 3 s espeak-ng utterance each (bge-small + whisper tiny, random weights) | %.1f MB | %.1f MB | %.1f MB | %.1f MB | %s |\n",
+	fmt.Printf("| %d concurrent voice connections, %d x 3 s espeak-ng utterance each (bge-small + whisper tiny with its automatic speech workers + Silero VAD; random weights but Silero's) | %.1f MB | %.1f MB | %.1f MB | %.1f MB | %s |\n",
 		conns, rounds, float64(before)/1e6, float64(max)/1e6, float64(after)/1e6, float64(hwm)/1e6, elapsed.Round(10*time.Millisecond))
 	return nil
 }
