@@ -100,13 +100,13 @@ type Recognizer struct {
 	all   []*worker
 	clean runtime.Cleanup
 
-	idle      chan *worker  // workers not transcribing
+	idle chan *worker // workers not transcribing
 	// cpu holds max(NumCPU, threads) tokens; a transcription runs holding
 	// threads of them. ggml's threads spin while they wait for each other:
 	// more of them than cores, and two transcriptions take forty times as
 	// long as one after the other (measured: 86 s against 2.7 s for four
 	// 3 s calls, two workers of two threads on two cores).
-	cpu *semaphore.Weighted
+	cpu       *semaphore.Weighted
 	done      chan struct{} // closed by Close: waiters stop waiting
 	closed    atomic.Bool
 	closeOnce sync.Once

@@ -516,7 +516,7 @@ func TestCPUGate(t *testing.T) {
 	defer r.Close()
 	long := make(chan error, 1)
 	go func() {
-		_, err := r.Transcribe(context.Background(), repeat(speech, 25*time.Second))
+		_, err := r.Transcribe(context.Background(), repeat(speech, 8*time.Second))
 		long <- err
 	}()
 	waitIdle(t, r, 1)
@@ -541,7 +541,7 @@ func TestTwoSpeakersDoNotQueue(t *testing.T) {
 	defer r.Close()
 	long := make(chan error, 1)
 	go func() {
-		_, err := r.Transcribe(context.Background(), repeat(speech, 25*time.Second))
+		_, err := r.Transcribe(context.Background(), repeat(speech, 8*time.Second))
 		long <- err
 	}()
 	waitIdle(t, r, 1)
@@ -552,7 +552,7 @@ func TestTwoSpeakersDoNotQueue(t *testing.T) {
 	select {
 	case err := <-long:
 		t.Logf("the long call had already ended (%v): no overlap shown this run", err)
-	default: // the 3 s call finished while the 25 s one still ran
+	default: // the 3 s call finished while the 8 s one still ran
 	}
 	if err := <-long; err != nil {
 		t.Fatal(err)
@@ -572,7 +572,7 @@ func TestPartialNeverWaits(t *testing.T) {
 	}
 	long := make(chan error, 1)
 	go func() {
-		_, err := r.Transcribe(context.Background(), repeat(speech, 25*time.Second))
+		_, err := r.Transcribe(context.Background(), repeat(speech, 8*time.Second))
 		long <- err
 	}()
 	waitIdle(t, r, 0)
@@ -595,8 +595,8 @@ func TestFullPreemptsPartial(t *testing.T) {
 	defer r.Close()
 	partial := make(chan error, 1)
 	go func() {
-		// 25 s with the full token budget: seconds of decoding.
-		_, err := r.TranscribePartial(context.Background(), repeat(speech, 25*time.Second))
+		// 8 s with the full token budget: about a second of decoding.
+		_, err := r.TranscribePartial(context.Background(), repeat(speech, 8*time.Second))
 		partial <- err
 	}()
 	waitIdle(t, r, 0)
