@@ -34,6 +34,8 @@ deps: ## install every native dependency (apt, ONNX Runtime, whisper.cpp host+ar
 build: $(NATIVE_STAMPS) ## build bin/agent and bin/agentctl (+ bin/lib/libonnxruntime.so.1)
 	$(GO) build -trimpath -tags $(TAGS) -ldflags '$(LDFLAGS)' -o bin/ ./cmd/agent ./cmd/agentctl
 	@mkdir -p bin/lib && cp -f $(DEPS)/onnxruntime/linux-$(HOSTARCH)/libonnxruntime.so.1 bin/lib/
+	@# The Silero VAD model is real (pinned, 2 MB): models/ gets it for make run and install.
+	@[ -f models/silero_vad_v5.onnx ] || cp $(DEPS)/models/silero_vad_v5.onnx models/
 
 build-arm64: ## cross-build bin/linux-arm64/ with cgo and check it starts under qemu
 	scripts/deps.sh apt ort whisper-arm64 go

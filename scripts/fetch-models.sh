@@ -32,7 +32,10 @@ manifest=(
 # printed value here once confirmed.
 
 want=("$@")
-[ ${#want[@]} -eq 0 ] && want=(whisper-tiny bge-en)
+if [ ${#want[@]} -eq 0 ]; then
+  want=(whisper-tiny bge-en)
+  if command -v npm >/dev/null; then want+=(vad); else echo "fetch-models: npm not found: skipping the Silero VAD model (the energy detector is used)" >&2; fi
+fi
 [ "${want[0]}" = all ] && want=(whisper-tiny whisper-tiny-en whisper-base bge-en bge-zh vad)
 mkdir -p "$dir"
 sums="$dir/SHA256SUMS"
