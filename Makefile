@@ -38,7 +38,7 @@ build: $(NATIVE_STAMPS) ## build bin/agent and bin/agentctl (+ bin/lib/libonnxru
 	@[ -f models/silero_vad_v5.onnx ] || cp $(DEPS)/models/silero_vad_v5.onnx models/
 
 build-arm64: ## cross-build bin/linux-arm64/ with cgo and check it starts under qemu
-	scripts/deps.sh apt ort whisper-arm64 go
+	scripts/deps.sh apt ort vad whisper-arm64 go
 	scripts/cross-arm64.sh "$(LDFLAGS)" "$(TAGS)"
 
 run: build ## build and start the daemon on ./config.toml (Ctrl-C stops it)

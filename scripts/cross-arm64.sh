@@ -70,7 +70,8 @@ rm -f "$out/store.test"
 
 # With the test models present (make testmodels), prove the whole native
 # stack on arm64: SQLite + sqlite-vec + FTS5, ONNX Runtime loading and
-# running the bge-small-shaped model, whisper.cpp loading the tiny model.
+# running the bge-small-shaped model and the Silero VAD, whisper.cpp
+# loading the tiny model.
 models="$root/testdata/models"
 if [ -f "$models/bge-small-random/model.onnx" ] && [ -f "$models/ggml-tiny-random-multi.bin" ]; then
   t=$(mktemp -d)
@@ -81,10 +82,13 @@ state_dir = "var"
 model_dir = "$models/bge-small-random"
 [asr]
 model = "$models/ggml-tiny-random-multi.bin"
+[voice]
+vad = "silero"
+vad_model = "$root/.deps/models/silero_vad_v5.onnx"
 CFG
   "$qemu" -L /usr/aarch64-linux-gnu "$out/agentctl" -config "$t/config.toml" doctor 2>/dev/null > "$t/doctor.txt" || true
   rm -rf "$t/var"
-  for check in database onnxruntime embedding_model asr_model; do
+  for check in database onnxruntime embedding_model asr_model voice_vad; do
     if ! grep -Eq "^ok +$check " "$t/doctor.txt"; then
       cat "$t/doctor.txt" >&2
       echo "cross-arm64: $check failed under qemu" >&2
@@ -92,7 +96,7 @@ CFG
       exit 1
     fi
   done
-  grep -E "^ok +(database|onnxruntime|embedding_model|asr_model) " "$t/doctor.txt"
+  grep -E "^ok +(database|onnxruntime|embedding_model|asr_model|voice_vad) " "$t/doctor.txt"
   rm -rf "$t"
 fi
 ls -l "$out" "$out/lib"
