@@ -18,7 +18,6 @@ import (
 
 var (
 	requireNative = vadtest.RequireNative
-	repoRoot      = vadtest.RepoRoot
 	ortLibrary    = vadtest.ORTLibrary
 	modelPath     = vadtest.ModelPath
 )
