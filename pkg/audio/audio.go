@@ -1,7 +1,7 @@
-// Package audio holds the small, pure-Go PCM helpers the speech path needs:
-// decoding 16-bit little-endian PCM, reading WAV files, down-mixing to mono,
-// resampling and converting sample counts to durations. Samples are float32
-// in [-1, 1].
+// Package audio holds what the speech path needs to get samples: pure-Go
+// helpers for 16-bit little-endian PCM, WAV files, down-mixing to mono,
+// resampling and durations, and Decode for everything else (AMR, speex,
+// Opus/WebM, Ogg, MP3, AAC) through ffmpeg. Samples are float32 in [-1, 1].
 package audio
 
 import (

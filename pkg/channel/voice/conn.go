@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -59,6 +60,7 @@ type conn struct {
 	tts      bool   // spoken replies (hello "tts", default voice.tts)
 	ttsVoice string // espeak-ng voice for them
 	partials bool   // partial transcripts (hello "partials", default voice.partial_transcripts)
+	encoded  bool   // hello "format" names a compressed format: utterances are decoded by ffmpeg at end
 
 	// Owned by the reading goroutine.
 	pcm       []byte // the utterance so far, an even number of bytes
@@ -157,6 +159,13 @@ func (c *conn) hello() bool {
 	rate := m.SampleRate
 	if rate == 0 {
 		rate = asr.SampleRate
+	}
+	switch {
+	case m.Format == "" || m.Format == FormatPCM:
+	case slices.Contains(EncodedFormats, m.Format):
+		c.encoded, rate = true, asr.SampleRate // the container carries its own rate
+	default:
+		return c.reject(CodeBadHello, fmt.Sprintf("format %q: want %s (default) or one of %v", clip(m.Format), FormatPCM, EncodedFormats), websocket.CloseUnsupportedData)
 	}
 	if !supportedRate(rate) {
 		return c.reject(CodeBadAudio, fmt.Sprintf("sample_rate %d is not supported; use one of %v (16000 preferred)", rate, SampleRates), websocket.CloseUnsupportedData)
@@ -383,6 +392,10 @@ func (c *conn) command(data []byte) {
 // audio takes one binary frame: PCM s16le mono at the hello's rate, any
 // length (an odd byte waits for the next frame).
 func (c *conn) audio(data []byte) {
+	if c.encoded {
+		c.encodedAudio(data)
+		return
+	}
 	if len(c.carry) == 1 && len(data) > 0 {
 		data = append([]byte{c.carry[0]}, data...)
 		c.carry = c.carry[:0]
@@ -528,6 +541,10 @@ func (c *conn) dropPartial() {
 
 // endUtterance hands the buffered utterance to recognition.
 func (c *conn) endUtterance(byVAD bool) {
+	if c.encoded {
+		c.endEncoded()
+		return
+	}
 	c.carry = c.carry[:0] // a stray last byte is not a sample
 	if c.overflow {       // already answered with too_long
 		c.overflow = false
@@ -629,6 +646,11 @@ func (c *conn) recognize(ctx context.Context, gen uint64, pcm []byte) {
 	if c.rate != asr.SampleRate {
 		samples = audio.Resample(samples, c.rate, asr.SampleRate)
 	}
+	c.transcribe(ctx, gen, rec, samples)
+}
+
+// transcribe recognises 16 kHz samples and runs the transcript's turn.
+func (c *conn) transcribe(ctx context.Context, gen uint64, rec Recognizer, samples []float32) {
 	res, err := rec.Transcribe(ctx, samples)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -731,4 +753,64 @@ func clip(s string) string {
 		s = s[:64] + "…"
 	}
 	return strings.ToValidUTF8(s, "?")
+}
+
+// encodedAudio collects a frame of a compressed utterance (hello "format").
+func (c *conn) encodedAudio(data []byte) {
+	if c.isBusy() {
+		if !c.busyNoted {
+			c.busyNoted = true
+			c.fail(CodeBusy, "a turn is in flight on this connection: audio is ignored until its final reply (or send cancel)")
+		}
+		return
+	}
+	c.busyNoted = false
+	if c.overflow {
+		return
+	}
+	if len(c.pcm)+len(data) > c.s.lim.MaxEncoded {
+		c.pcm, c.overflow = nil, true
+		c.fail(CodeTooLong, fmt.Sprintf("utterance over %d bytes of %s: dropped (send end, then speak again)", c.s.lim.MaxEncoded, "encoded audio"))
+		return
+	}
+	c.pcm = append(c.pcm, data...)
+}
+
+// endEncoded decodes the collected compressed utterance and recognises it.
+func (c *conn) endEncoded() {
+	data := c.pcm
+	c.pcm = nil
+	if c.overflow {
+		c.overflow = false
+		return
+	}
+	if len(data) == 0 {
+		if !c.isBusy() {
+			c.send(transcript("", true))
+		}
+		return
+	}
+	job := func(ctx context.Context, gen uint64) {
+		rec := c.s.cfg.ASR()
+		if rec == nil {
+			c.sendLast(gen, errorFrame(CodeASRUnavailable, "speech recognition is not available (asr.model not loaded: agentctl doctor); text turns still work"))
+			return
+		}
+		samples, err := audio.Decode(ctx, data, audio.DecodeConfig{Rate: asr.SampleRate, Max: c.s.lim.MaxUtterance, FFmpeg: c.s.cfg.FFmpeg})
+		switch {
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, audio.ErrUndecodable):
+			c.sendLast(gen, errorFrame(CodeBadAudio, "the utterance could not be decoded as audio"))
+			return
+		case err != nil:
+			c.log.Warn("voice audio not decoded", "err", err)
+			c.sendLast(gen, errorFrame(CodeASRUnavailable, "compressed audio cannot be decoded here (ffmpeg); send pcm_s16le"))
+			return
+		}
+		c.transcribe(ctx, gen, rec, samples)
+	}
+	if !c.start(job) {
+		c.fail(CodeBusy, "a turn is in flight on this connection: the utterance was dropped")
+	}
 }

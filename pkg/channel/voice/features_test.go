@@ -1,8 +1,12 @@
 package voice
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -343,5 +347,58 @@ func TestSileroEndsSpeechNotNoise(t *testing.T) {
 	e.end()
 	if f := e.expect("transcript"); f.Text != "noise" {
 		t.Fatalf("energy detector on noise: %+v", f)
+	}
+}
+
+// TestEncodedUtterances: a hello with "format" sends compressed audio (a
+// browser's Opus/WebM here), decoded by ffmpeg at end.
+func TestEncodedUtterances(t *testing.T) {
+	if _, err := exec.LookPath("ffmpeg"); err != nil {
+		asrtest.Unavailable(t, "ffmpeg", err)
+	}
+	dir := t.TempDir()
+	var wav bytes.Buffer
+	audio.WriteWAV(&wav, tone(2*time.Second, 48000, 300, 0.3), 48000, 1)
+	os.WriteFile(filepath.Join(dir, "in.wav"), wav.Bytes(), 0o644)
+	out := filepath.Join(dir, "out.webm")
+	if b, err := exec.Command("ffmpeg", "-nostdin", "-loglevel", "error", "-i", filepath.Join(dir, "in.wav"), "-c:a", "libopus", out).CombinedOutput(); err != nil {
+		t.Fatalf("ffmpeg: %v %s", err, b)
+	}
+	webm, _ := os.ReadFile(out)
+
+	rec := &fakeASR{text: "from the browser"}
+	cfg := fakeConfig(rec, &fakeConv{})
+	cfg.Limits.MaxEncoded = 64 << 10
+	_, hs := newServer(t, cfg)
+	c := dial(t, hs)
+	c.ready(map[string]any{"format": "webm"})
+	c.pcm(webm, 1000) // any chunking, odd sizes included
+	c.end()
+	if f := c.expect("transcript"); !f.Final || f.Text != "from the browser" {
+		t.Fatalf("transcript %+v", f)
+	}
+	c.replies()
+	if d := audio.Duration(len(rec.calls[0]), asr.SampleRate); d < 1900*time.Millisecond || d > 2200*time.Millisecond {
+		t.Errorf("decoded %v of audio, want about 2 s", d)
+	}
+	// Garbage: bad_audio, the connection stays.
+	c.pcm([]byte("not a webm file at all, just text"), 7)
+	c.end()
+	if f := c.expect("error", CodeBadAudio); f.Fatal {
+		t.Fatalf("%+v", f)
+	}
+	// Too much: too_long, then the next utterance works again.
+	c.pcm(bytes.Repeat([]byte{1}, 70<<10), 16<<10)
+	c.expect("error", CodeTooLong)
+	c.end()
+	c.pcm(webm, 4096)
+	c.end()
+	if f := c.expect("transcript"); f.Text != "from the browser" {
+		t.Fatalf("after too_long: %+v", f)
+	}
+	c.replies()
+	// An unknown format is refused at hello.
+	if f := dial(t, hs).hello(map[string]any{"format": "midi"}); f.Code != CodeBadHello || !f.Fatal {
+		t.Errorf("format midi: %+v", f)
 	}
 }

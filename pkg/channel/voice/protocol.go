@@ -25,6 +25,16 @@ const (
 	CodeInternal       = "internal"         // the server could not check the hello (fatal; try again)
 )
 
+// Audio formats a hello may name. FormatPCM (the default) is the
+// contract's raw PCM, ended by `end` or voice activity, with partial
+// transcripts. An EncodedFormats stream (what a browser's MediaRecorder or
+// a device's codec produces) is collected until `end` and decoded by
+// ffmpeg: no voice-activity end, no partials.
+const FormatPCM = "pcm_s16le"
+
+// EncodedFormats are the compressed formats a hello may name.
+var EncodedFormats = []string{"webm", "ogg", "opus", "mp3", "wav", "m4a", "aac", "amr", "flac"}
+
 // SampleRates are the hello sample rates accepted (Hz).
 var SampleRates = []int{8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000}
 
@@ -51,6 +61,7 @@ type clientMsg struct {
 	TTS        *bool  `json:"tts,omitempty"`      // hello: speak the final replies (audio frames); default voice.tts
 	Voice      string `json:"voice,omitempty"`    // hello: espeak-ng voice of spoken replies; default voice.tts_voice
 	Partials   *bool  `json:"partials,omitempty"` // hello: partial transcripts while speaking; default voice.partial_transcripts
+	Format     string `json:"format,omitempty"`   // hello: pcm_s16le (default) or a compressed format (EncodedFormats)
 }
 
 // Server frames.

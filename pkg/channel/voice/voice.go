@@ -50,6 +50,7 @@ type Limits struct {
 	PingInterval time.Duration // keepalive pings; default 20 s
 	ReadTimeout  time.Duration // silence (no frame, no pong) that ends a connection; default 60 s
 	SendQueue    int           // frames queued for a slow client before it is dropped; default 256
+	MaxEncoded   int           // bytes of one compressed utterance (hello "format"); default 8 MiB
 }
 
 func (l Limits) withDefaults() Limits {
@@ -74,6 +75,9 @@ func (l Limits) withDefaults() Limits {
 	def(&l.ReadTimeout, 60*time.Second)
 	if l.SendQueue <= 0 {
 		l.SendQueue = 256
+	}
+	if l.MaxEncoded <= 0 {
+		l.MaxEncoded = 8 << 20
 	}
 	return l
 }
@@ -104,6 +108,9 @@ type Config struct {
 	Partials bool
 	Limits   Limits
 	VAD      VADConfig
+	// FFmpeg is the ffmpeg binary that decodes compressed utterances;
+	// default "ffmpeg" on PATH.
+	FFmpeg string
 	// TTS: spoken replies (TTS.Default: for clients whose hello does not
 	// say "tts":false; else for those that say "tts":true).
 	TTS    TTSConfig

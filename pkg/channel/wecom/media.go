@@ -1,15 +1,12 @@
 package wecom
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path"
 	"strings"
 	"time"
@@ -38,9 +35,6 @@ const (
 	maxVoiceBytes  = 4 << 20  // WeCom voice is at most 60 s of AMR/speex (2 MB)
 	maxFileBytes   = 20 << 20 // files and videos
 	downloadTime   = time.Minute
-	ffmpegTime     = 30 * time.Second
-	// maxPCMBytes is asr.MaxAudio of 16 kHz s16le, the most ffmpeg may write.
-	maxPCMBytes = int64(asr.MaxAudio/time.Second) * asr.SampleRate * 2
 )
 
 // uploadsDir is where inbound media are saved, under the workspace.
@@ -119,8 +113,8 @@ func (p *Processor) media(ctx context.Context, b *batch, r row, images int) medi
 		clean(m.FileName, 128), sizeText(len(data)), rel)}
 }
 
-// transcribe turns a voice message into text: ffmpeg decodes it to 16 kHz
-// mono PCM, the local whisper model transcribes it.
+// transcribe turns a voice message into text: audio.Decode (ffmpeg) makes
+// it 16 kHz mono, the local whisper model transcribes it.
 func (p *Processor) transcribe(ctx context.Context, b *batch, data []byte, rel string) mediaResult {
 	var rec Recognizer
 	if p.cfg.ASR != nil {
@@ -133,7 +127,7 @@ func (p *Processor) transcribe(ctx context.Context, b *batch, data []byte, rel s
 			notice: "I cannot listen to voice messages right now (speech recognition is not available on this agent); please type your message.",
 		}
 	}
-	pcm, err := decodeVoice(ctx, p.cfg.FFmpeg, data)
+	samples, err := audio.Decode(ctx, data, audio.DecodeConfig{Rate: asr.SampleRate, Max: asr.MaxAudio, FFmpeg: p.cfg.FFmpeg})
 	if err != nil {
 		if ctx.Err() != nil {
 			return mediaResult{}
@@ -145,14 +139,7 @@ func (p *Processor) transcribe(ctx context.Context, b *batch, data []byte, rel s
 			notice: "I could not decode your voice message; please try again or type your message.",
 		}
 	}
-	samples, err := audio.PCM16ToFloat32(pcm)
-	if err == nil && len(samples) == 0 {
-		err = errors.New("no audio")
-	}
-	var res asr.Result
-	if err == nil {
-		res, err = rec.Transcribe(ctx, samples)
-	}
+	res, err := rec.Transcribe(ctx, samples)
 	if err != nil {
 		if ctx.Err() != nil {
 			return mediaResult{}
@@ -170,60 +157,6 @@ func (p *Processor) transcribe(ctx context.Context, b *batch, data []byte, rel s
 		return mediaResult{notice: "I could not make out any words in your voice message; please try again or type your message."}
 	}
 	return mediaResult{text: "[voice message, transcribed] " + text}
-}
-
-// decodeVoice runs ffmpeg on data (AMR, speex, anything it reads) and
-// returns at most asr.MaxAudio of 16 kHz mono s16le PCM.
-func decodeVoice(ctx context.Context, ffmpeg string, data []byte) ([]byte, error) {
-	if ffmpeg == "" {
-		ffmpeg = "ffmpeg"
-	}
-	ctx, cancel := context.WithTimeout(ctx, ffmpegTime)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, ffmpeg, "-nostdin", "-hide_banner", "-loglevel", "error",
-		"-i", "pipe:0", "-t", fmt.Sprint(int(asr.MaxAudio/time.Second)),
-		"-vn", "-ac", "1", "-ar", fmt.Sprint(asr.SampleRate), "-f", "s16le", "-c:a", "pcm_s16le", "pipe:1")
-	cmd.Stdin = bytes.NewReader(data)
-	var stderr limitedBuffer
-	stderr.max = 4 << 10
-	cmd.Stderr = &stderr
-	cmd.WaitDelay = time.Second
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, fmt.Errorf("ffmpeg: %w", err)
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("ffmpeg: %w (is ffmpeg installed?)", err)
-	}
-	pcm, rerr := io.ReadAll(io.LimitReader(out, maxPCMBytes+1))
-	if int64(len(pcm)) > maxPCMBytes {
-		pcm = pcm[:maxPCMBytes]
-		cmd.Process.Kill()
-	}
-	io.Copy(io.Discard, out)
-	werr := cmd.Wait()
-	switch {
-	case ctx.Err() != nil:
-		return nil, fmt.Errorf("ffmpeg: %w", ctx.Err())
-	case rerr != nil:
-		return nil, fmt.Errorf("ffmpeg: read: %w", rerr)
-	case werr != nil && int64(len(pcm)) < maxPCMBytes:
-		return nil, fmt.Errorf("ffmpeg: %v: %s", werr, strings.TrimSpace(stderr.String()))
-	}
-	return pcm[:len(pcm)&^1], nil
-}
-
-// limitedBuffer keeps the first max bytes written to it.
-type limitedBuffer struct {
-	bytes.Buffer
-	max int
-}
-
-func (b *limitedBuffer) Write(p []byte) (int, error) {
-	if room := b.max - b.Len(); room > 0 {
-		b.Buffer.Write(p[:min(room, len(p))])
-	}
-	return len(p), nil
 }
 
 // saveUpload writes data to uploads/<sender>/<date>-<msgid><ext> under the

@@ -422,19 +422,3 @@ func (c countingRecognizer) Transcribe(ctx context.Context, s []float32) (asr.Re
 	return c.r.Transcribe(ctx, s)
 }
 
-// decodeVoice caps what ffmpeg may write at asr.MaxAudio.
-func TestDecodeVoiceBounded(t *testing.T) {
-	if _, err := exec.LookPath("ffmpeg"); err != nil {
-		asrtest.Unavailable(t, "ffmpeg", err)
-	}
-	pcm, err := decodeVoice(context.Background(), "", synthAMR(3500)) // 70 s
-	if err != nil {
-		t.Fatal(err)
-	}
-	if int64(len(pcm)) > maxPCMBytes || len(pcm) < 16000*2*59 {
-		t.Fatalf("%d bytes of PCM, want about 60 s (at most %d)", len(pcm), maxPCMBytes)
-	}
-	if _, err := decodeVoice(context.Background(), "", []byte("this is not audio at all")); err == nil {
-		t.Fatal("garbage decoded")
-	}
-}
