@@ -421,4 +421,3 @@ func (c countingRecognizer) Transcribe(ctx context.Context, s []float32) (asr.Re
 	c.n.Add(1)
 	return c.r.Transcribe(ctx, s)
 }
-
