@@ -38,6 +38,7 @@ echo "bench: voice" >&2
 "$go" test -tags "$tags" -run '^$' -bench 'EndToTranscript3s' -benchtime 10x ./pkg/channel/voice/ > "$tmp/voice.txt" 2>&1 || { cat "$tmp/voice.txt"; exit 1; }
 "$go" test -tags "$tags" -run '^$' -bench 'TranscriptToLLM' -benchtime 200x ./pkg/daemon/ >> "$tmp/voice.txt" 2>&1 || { cat "$tmp/voice.txt"; exit 1; }
 "$go" test -tags "$tags" -run '^$' -bench 'VersusCLI3s' -benchtime 3x -timeout 30m ./pkg/asr/ >> "$tmp/voice.txt" 2>&1 || { cat "$tmp/voice.txt"; exit 1; }
+"$go" test -tags "$tags" -run '^$' -bench 'Prob|Detector3s' -benchtime 2000x ./pkg/vad/ > "$tmp/vad.txt" 2>&1 || { cat "$tmp/vad.txt"; exit 1; }
 echo "bench: daemon start-up and RSS" >&2
 "$go" run ./scripts/measure -bin bin/agent -models testdata/models > "$tmp/measure.txt"
 "$go" run -tags "$tags" ./scripts/measure-voice -bin bin/agent -models testdata/models > "$tmp/measure-voice.txt"
@@ -160,12 +161,19 @@ cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)
   echo
   echo "EndToTranscript3s: a 3 s espeak-ng utterance streamed as PCM frames over the agent.voice.v1 WebSocket; timed from"
   echo "the client's end frame to the final transcript frame; asr = the time inside whisper.cpp for the same utterance."
+  echo "The random-weight model never emits end-of-text: budget = it decodes the whole budget for 3 s (46 tokens, what a"
+  echo "real model does only on audio it cannot make sense of); sentence = decoding capped at the 15 steps a real model"
+  echo "takes for this sentence (14 tokens in whisper's tokenizer + end-of-text): the cost of a real utterance;"
+  echo "sentence_partials = the same streamed at real-time pace with partial transcripts on (a partial in flight at the"
+  echo "end is cancelled; on two cores it still costs the final transcription CPU)."
   echo
   echo "TranscriptToLLM: a voice-profile text turn (what a final transcript becomes) over the WebSocket of the real daemon"
   echo "(conversation service, runner, agent, llm client; memory with 50 facts of the user and the bge-small-shape"
   echo "embedder loaded, block cache warm from earlier turns), timed from the client's frame write to the first byte of"
   echo "the request read on the OpenAI-compatible test server's connection. repeat = the same utterance again (cache hit);"
-  echo "new = a new utterance (a fresh retrieval races the 2 ms fast budget). Session compression runs as in production."
+  echo "new = a new utterance 100 ms after the last reply (the cached block is taken, the retrieval deferred by"
+  echo "memory.RefreshDelay); new_back_to_back = no pause at all, so earlier turns' retrievals and embeddings share the"
+  echo "two cores with later turns. Session compression runs as in production (after a 2 s pause, at most 30 s late)."
   echo
   echo "VersusCLI3s: Recognizer.Transcribe (warm, 2 threads) against whisper.cpp's own whisper-cli built from the same"
   echo "tree, same 3 s WAV, same parameters (greedy, no timestamps, en, one fallback at 1.0, our audio context) and the"
@@ -176,7 +184,9 @@ cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)
   echo "| benchmark | time/op | metrics |"
   echo "|---|---|---|"
   bench_rows "$tmp/voice.txt"
-  echo; echo "RSS with 4 concurrent voice connections (target <= 500 MB; scripts/measure-voice: the daemon with both models, 4 WebSocket clients each streaming 3 s espeak-ng utterances and waiting for the transcripts):"; echo; cat "$tmp/measure-voice.txt"
+  echo; echo "Silero VAD v5 (the real model, ONNX Runtime, 1 thread): Prob = one 32 ms window; Detector3s = end-of-utterance detection over 3 s of espeak-ng speech and silence."
+  echo; echo "| benchmark | time/op | metrics |"; echo "|---|---|---|"; bench_rows "$tmp/vad.txt"
+  echo; echo "RSS with 4 concurrent voice connections (target <= 500 MB; scripts/measure-voice: the daemon with its local models (Silero VAD included), 4 WebSocket clients each streaming 3 s espeak-ng utterances and waiting for the transcripts; speech workers as configured by default: one per asr.threads of CPU):"; echo; cat "$tmp/measure-voice.txt"
   echo
   echo "## Agent loop overhead (40-message session, one tool step + answer, in-process fake LLM, real SQLite; target: <= 2 ms p99 per step)"
   echo
