@@ -3,13 +3,11 @@ package embed
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -17,48 +15,16 @@ import (
 	"agent/pkg/embed/embedtest"
 )
 
-// requireNative stops a test whose native dependency (what) is missing:
-// a skip naming the fix, or a failure when AGENT_REQUIRE_NATIVE=1 (make
-// test and CI set it, so that a missing dependency cannot pass silently).
-func requireNative(t testing.TB, what, fix string) {
-	t.Helper()
-	msg := fmt.Sprintf("%s is not available; fix: %s", what, fix)
-	if os.Getenv("AGENT_REQUIRE_NATIVE") == "1" {
-		t.Fatal(msg + " (required: AGENT_REQUIRE_NATIVE=1)")
-	}
-	t.Skip(msg)
-}
+var (
+	requireNative = embedtest.RequireNative
+	repoRoot      = embedtest.RepoRoot
+	ortLibrary    = embedtest.ORTLibrary
+)
 
-// repoRoot walks up from the package directory to go.mod.
-func repoRoot(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
+func TestLibraryNameMatchesEmbedtest(t *testing.T) {
+	if LibraryName != embedtest.LibraryName {
+		t.Fatalf("embed.LibraryName %q, embedtest.LibraryName %q", LibraryName, embedtest.LibraryName)
 	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found above the package directory")
-		}
-		dir = parent
-	}
-}
-
-// ortLibrary is AGENT_ORT_LIB or <repo>/.deps/onnxruntime/linux-$GOARCH/.
-func ortLibrary(t testing.TB) string {
-	t.Helper()
-	p := os.Getenv("AGENT_ORT_LIB")
-	if p == "" {
-		p = filepath.Join(repoRoot(t), ".deps", "onnxruntime", "linux-"+runtime.GOARCH, LibraryName)
-	}
-	if _, err := os.Stat(p); err != nil {
-		requireNative(t, "ONNX Runtime ("+p+")", "`make deps` (scripts/deps.sh ort) or set AGENT_ORT_LIB")
-	}
-	return p
 }
 
 // needRuntime loads ONNX Runtime for the test process.

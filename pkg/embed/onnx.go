@@ -78,7 +78,10 @@ func LoadRuntime(paths []string) (version string, path string, err error) {
 	return "", "", fmt.Errorf("embed: %w (tried %s)", ErrRuntimeMissing, strings.Join(tried, "; "))
 }
 
-func configure(opts *ort.SessionOptions, threads int) error {
+// ConfigureSession sets the options every ONNX Runtime session of the
+// agent uses: threads intra-op threads, sequential execution, and no
+// spinning of idle worker threads.
+func ConfigureSession(opts *ort.SessionOptions, threads int) error {
 	if err := opts.SetIntraOpNumThreads(threads); err != nil {
 		return err
 	}
@@ -107,7 +110,7 @@ func (e *Embedder) openSession(modelPath string) error {
 		return fmt.Errorf("embed: session options: %w", err)
 	}
 	defer opts.Destroy()
-	if err := configure(opts, e.cfg.Threads); err != nil {
+	if err := ConfigureSession(opts, e.cfg.Threads); err != nil {
 		return fmt.Errorf("embed: session options: %w", err)
 	}
 	e.session, err = ort.NewDynamicAdvancedSession(modelPath, e.inputs, []string{e.output}, opts)

@@ -96,7 +96,7 @@ func populate(b *testing.B, s *Store, n, users int) {
 }
 
 func benchModelDir(b *testing.B) string {
-	dir := filepath.Join(repoRoot(b), "testdata", "models", "bge-small-random")
+	dir := filepath.Join(embedtest.RepoRoot(b), "testdata", "models", "bge-small-random")
 	if _, err := os.Stat(filepath.Join(dir, "model.onnx")); err != nil {
 		b.Skip("bge-small test model missing: make testmodels")
 	}

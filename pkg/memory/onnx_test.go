@@ -3,9 +3,6 @@ package memory
 import (
 	"context"
 	"log/slog"
-	"os"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -13,49 +10,18 @@ import (
 	"agent/pkg/embed/embedtest"
 )
 
-// requireNative skips a test whose native dependency is missing, or fails
-// it when AGENT_REQUIRE_NATIVE=1 (make test, CI).
-func requireNative(t testing.TB, msg string) {
-	t.Helper()
-	if os.Getenv("AGENT_REQUIRE_NATIVE") == "1" {
-		t.Fatal(msg + " (required: AGENT_REQUIRE_NATIVE=1)")
-	}
-	t.Skip(msg)
-}
-
-func repoRoot(t testing.TB) string {
-	t.Helper()
-	dir, _ := os.Getwd()
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found")
-		}
-		dir = parent
-	}
-}
-
 // onnxEmbedder loads ONNX Runtime and an embedding model of shape in dir
 // (generated when missing).
 func onnxEmbedder(t testing.TB, dir string, shape embedtest.Shape) *embed.Embedder {
 	t.Helper()
-	lib := os.Getenv("AGENT_ORT_LIB")
-	if lib == "" {
-		lib = filepath.Join(repoRoot(t), ".deps", "onnxruntime", "linux-"+runtime.GOARCH, embed.LibraryName)
-	}
-	if _, err := os.Stat(lib); err != nil {
-		requireNative(t, "ONNX Runtime "+lib+" is missing; fix: make deps")
-	}
+	lib := embedtest.ORTLibrary(t)
 	if err := embedtest.Ensure(dir, shape, 3); err != nil {
 		t.Fatal(err)
 	}
 	e, err := embed.New(embed.Config{ModelDir: dir, LibraryPath: lib, Threads: 2}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		if strings.Contains(err.Error(), "stub") || strings.Contains(err.Error(), "not built") {
-			requireNative(t, err.Error())
+			embedtest.RequireNative(t, err.Error(), "make build (cgo)")
 		}
 		t.Fatal(err)
 	}

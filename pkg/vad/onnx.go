@@ -45,7 +45,7 @@ func Load(modelPath string, ortLibPaths []string, threads int) (*Model, error) {
 		return nil, fmt.Errorf("vad: session options: %w", err)
 	}
 	defer opts.Destroy()
-	if err := configure(opts, threads); err != nil {
+	if err := embed.ConfigureSession(opts, threads); err != nil {
 		return nil, fmt.Errorf("vad: session options: %w", err)
 	}
 	s, err := ort.NewDynamicAdvancedSession(modelPath,
@@ -130,23 +130,6 @@ func checkSignature(modelPath string) error {
 	return nil
 }
 
-// configure sets the options of a session meant for many tiny runs.
-func configure(opts *ort.SessionOptions, threads int) error {
-	if err := opts.SetIntraOpNumThreads(threads); err != nil {
-		return err
-	}
-	if err := opts.SetInterOpNumThreads(1); err != nil {
-		return err
-	}
-	if err := opts.SetExecutionMode(ort.ExecutionModeSequential); err != nil {
-		return err
-	}
-	// Idle worker threads would otherwise spin after each 32 ms window.
-	if err := opts.AddSessionConfigEntry("session.intra_op.allow_spinning", "0"); err != nil {
-		return err
-	}
-	return opts.SetLogSeverityLevel(ort.LoggingLevelError)
-}
 
 // run feeds input ([1, len(input)]), state ([2, 1, 128]) and the sample
 // rate, and writes the speech probability into out[0] and the next state
