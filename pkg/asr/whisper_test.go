@@ -504,22 +504,38 @@ func TestWorkersSizedByBudget(t *testing.T) {
 	}
 }
 
+// poolRig is a recogniser with the given threads and workers, and 8 s of
+// speech: a full-budget call on it takes about a second.
+func poolRig(t *testing.T, threads, workers int) (*Recognizer, []float32) {
+	t.Helper()
+	speech := asrtest.SpeechOrSkip(t, speechText)
+	r, err := New(Config{ModelPath: asrtest.TinyModel(t, false), Threads: threads, Workers: workers}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r, repeat(speech, 8*time.Second)
+}
+
+// inBackground runs call(long) and, once it holds its worker (idle
+// workers left), returns its result.
+func inBackground(t *testing.T, r *Recognizer, idle int, call func(context.Context, []float32) (Result, error), long []float32) <-chan error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		_, err := call(context.Background(), long)
+		done <- err
+	}()
+	waitIdle(t, r, idle)
+	return done
+}
+
 // TestCPUGate: two workers whose threads together outnumber the cores do
 // not run at once (ggml's spinning threads would convoy): while one call
 // holds the CPU, a partial finds it busy although a worker is idle.
 func TestCPUGate(t *testing.T) {
-	speech := asrtest.SpeechOrSkip(t, speechText)
-	r, err := New(Config{ModelPath: asrtest.TinyModel(t, false), Threads: runtime.NumCPU(), Workers: 2}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	long := make(chan error, 1)
-	go func() {
-		_, err := r.Transcribe(context.Background(), repeat(speech, 8*time.Second))
-		long <- err
-	}()
-	waitIdle(t, r, 1)
+	r, speech := poolRig(t, runtime.NumCPU(), 2)
+	long := inBackground(t, r, 1, r.Transcribe, speech)
 	if _, err := r.TranscribePartial(context.Background(), speech3s(t)); !errors.Is(err, ErrBusy) {
 		t.Errorf("partial while the CPU is taken = %v, want ErrBusy", err)
 	}
@@ -533,18 +549,8 @@ func TestCPUGate(t *testing.T) {
 }
 
 func TestTwoSpeakersDoNotQueue(t *testing.T) {
-	speech := asrtest.SpeechOrSkip(t, speechText)
-	r, err := New(Config{ModelPath: asrtest.TinyModel(t, false), Threads: 1, Workers: 2}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	long := make(chan error, 1)
-	go func() {
-		_, err := r.Transcribe(context.Background(), repeat(speech, 8*time.Second))
-		long <- err
-	}()
-	waitIdle(t, r, 1)
+	r, speech := poolRig(t, 1, 2)
+	long := inBackground(t, r, 1, r.Transcribe, speech)
 	// The second speaker gets the other worker while the first one runs.
 	if _, err := r.Transcribe(context.Background(), speech3s(t)); err != nil {
 		t.Fatalf("second speaker: %v", err)
@@ -560,22 +566,12 @@ func TestTwoSpeakersDoNotQueue(t *testing.T) {
 }
 
 func TestPartialNeverWaits(t *testing.T) {
-	speech := asrtest.SpeechOrSkip(t, speechText)
-	r, err := New(Config{ModelPath: asrtest.TinyModel(t, false), Threads: 2, Workers: 1}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r, speech := poolRig(t, 2, 1)
 	res, err := r.TranscribePartial(context.Background(), speech3s(t))
 	if err != nil || res.AudioDuration != 3*time.Second {
 		t.Fatalf("partial on an idle recognizer = %+v, %v", res, err)
 	}
-	long := make(chan error, 1)
-	go func() {
-		_, err := r.Transcribe(context.Background(), repeat(speech, 8*time.Second))
-		long <- err
-	}()
-	waitIdle(t, r, 0)
+	long := inBackground(t, r, 0, r.Transcribe, speech)
 	start := time.Now()
 	if _, err := r.TranscribePartial(context.Background(), speech3s(t)); !errors.Is(err, ErrBusy) {
 		t.Fatalf("partial while the only worker is busy = %v, want ErrBusy", err)
@@ -587,19 +583,8 @@ func TestPartialNeverWaits(t *testing.T) {
 }
 
 func TestFullPreemptsPartial(t *testing.T) {
-	speech := asrtest.SpeechOrSkip(t, speechText)
-	r, err := New(Config{ModelPath: asrtest.TinyModel(t, false), Threads: 2, Workers: 1}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	partial := make(chan error, 1)
-	go func() {
-		// 8 s with the full token budget: about a second of decoding.
-		_, err := r.TranscribePartial(context.Background(), repeat(speech, 8*time.Second))
-		partial <- err
-	}()
-	waitIdle(t, r, 0)
+	r, speech := poolRig(t, 2, 1)
+	partial := inBackground(t, r, 0, r.TranscribePartial, speech)
 	start := time.Now()
 	res, err := r.Transcribe(context.Background(), speech3s(t))
 	if err != nil {
