@@ -56,6 +56,20 @@ func (d *Daemon) voiceRoutes(mux *http.ServeMux) {
 	}
 	d.voice = voice.New(vc)
 	mux.Handle("GET /voice", d.voice)
+	v := d.voice
+	d.metrics.GaugeFunc("agent_voice_connections", "Open voice WebSocket connections.", nil, func() float64 { return float64(v.Stats().Connections) })
+	d.metrics.GaugeFunc("agent_voice_utterances", "Utterances handed to speech recognition since start.", nil, func() float64 { return float64(v.Stats().Utterances) })
+	d.metrics.GaugeFunc("agent_voice_partials", "Partial transcripts sent since start.", nil, func() float64 { return float64(v.Stats().Partials) })
+	d.metrics.GaugeFunc("agent_voice_silero_connections", "Voice connections since start whose utterances end by the Silero VAD (the others: energy).", nil,
+		func() float64 { return float64(v.Stats().Silero) })
+	d.metrics.GaugeFunc("agent_asr_workers", "Speech recognition workers (decoding states); 0 while no model is loaded.", nil, func() float64 {
+		if src, ok := d.opts.Models.(recognizerSource); ok {
+			if r := src.Recognizer(); r != nil {
+				return float64(r.Workers())
+			}
+		}
+		return 0
+	})
 }
 
 // voiceRecognizer is the loaded speech recogniser, or nil.

@@ -120,6 +120,17 @@ func TestVoiceChannelThroughPipeline(t *testing.T) {
 	if m := readFrame(t, ws); m["type"] != "ready" || m["session"] != "p2p:voice:alice" {
 		t.Fatalf("hello answered %v", m)
 	}
+	mresp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mbody, _ := io.ReadAll(mresp.Body)
+	mresp.Body.Close()
+	for _, want := range []string{"agent_voice_connections 1\n", "agent_asr_workers 0\n", "agent_voice_utterances 0\n"} {
+		if !strings.Contains(string(mbody), want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
 	ws.WriteJSON(map[string]string{"type": "text", "text": "hi"})
 	var pieces []string
 	for {

@@ -205,6 +205,9 @@ func (c *conn) hello() bool {
 	c.in, c.session, c.rate = in, string(key), rate
 	c.maxBytes = int(int64(rate)*int64(c.s.lim.MaxUtterance)/int64(time.Second)) * 2
 	c.vad = newDetector(c.s.cfg.VAD, rate, c.log)
+	if _, ok := c.vad.(*sileroVAD); ok {
+		c.s.silero.Add(1)
+	}
 	ws.SetReadLimit(c.s.lim.MaxMessage)
 	return true
 }
@@ -499,8 +502,8 @@ func (c *conn) maybePartial() {
 		defer c.mu.Unlock()
 		if c.utt == utt {
 			c.partialCancel = nil
-			if text != "" && !c.busy {
-				c.send(transcript(text, false))
+			if text != "" && !c.busy && c.send(transcript(text, false)) {
+				c.s.partials.Add(1)
 			}
 		}
 	}()
@@ -574,7 +577,9 @@ func (c *conn) endUtterance(byVAD bool) {
 	}
 	if !c.start(func(ctx context.Context, gen uint64) { c.recognize(ctx, gen, pcm) }) {
 		c.fail(CodeBusy, "a turn is in flight on this connection: the utterance was dropped")
+		return
 	}
+	c.s.utterances.Add(1)
 }
 
 func (c *conn) isBusy() bool {
@@ -812,5 +817,7 @@ func (c *conn) endEncoded() {
 	}
 	if !c.start(job) {
 		c.fail(CodeBusy, "a turn is in flight on this connection: the utterance was dropped")
+		return
 	}
+	c.s.utterances.Add(1)
 }

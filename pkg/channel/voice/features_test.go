@@ -72,7 +72,7 @@ func TestPartialTranscripts(t *testing.T) {
 	rec := &partialASR{fakeASR: fakeASR{text: "final words"}}
 	cfg := fakeConfig(rec, &fakeConv{})
 	cfg.Partials = true
-	_, hs := newServer(t, cfg)
+	srv, hs := newServer(t, cfg)
 	c := dial(t, hs)
 	c.ready(nil)
 	c.streamPaced(toPCM16(tone(3500*time.Millisecond, 16000, 300, 0.3)), 16000, func() { time.Sleep(5 * time.Millisecond) })
@@ -111,9 +111,11 @@ func TestPartialTranscripts(t *testing.T) {
 		}
 	}
 	c.replies()
-	// The next utterance starts its partials from zero again.
 	if calls, _ := rec.counts(); calls < 3 {
 		t.Errorf("%d partial calls", calls)
+	}
+	if st := srv.Stats(); st.Partials < 3 || st.Utterances != 1 || st.Connections != 1 || st.Silero != 0 {
+		t.Errorf("stats %+v", st)
 	}
 }
 

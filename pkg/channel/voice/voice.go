@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -141,6 +142,21 @@ type Server struct {
 	conns  map[*conn]struct{}
 	closed bool
 	wg     sync.WaitGroup
+
+	utterances, partials, silero atomic.Int64 // see Stats
+}
+
+// Stats counts what the server did since it started.
+type Stats struct {
+	Connections int   // open now
+	Utterances  int64 // utterances handed to recognition
+	Partials    int64 // partial transcripts sent
+	Silero      int64 // connections that ended utterances with the Silero VAD
+}
+
+// Stats returns the counters.
+func (s *Server) Stats() Stats {
+	return Stats{Connections: s.Active(), Utterances: s.utterances.Load(), Partials: s.partials.Load(), Silero: s.silero.Load()}
 }
 
 // New returns a Server.
