@@ -43,7 +43,7 @@ func repeat(s []float32, d time.Duration) []float32 {
 
 func newRecognizer(tb testing.TB, multilingual bool, lang string) *Recognizer {
 	tb.Helper()
-	r, err := New(Config{ModelPath: asrtest.TinyModel(tb, multilingual), Language: lang, Threads: 2}, nil)
+	r, err := New(Config{ModelPath: asrtest.TinyModel(tb, multilingual), Language: lang, Threads: asrtest.Threads}, nil)
 	if err != nil {
 		tb.Fatalf("New: %v", err)
 	}
@@ -333,7 +333,7 @@ func errString(err error) string {
 
 func TestClose(t *testing.T) {
 	speech := asrtest.SpeechOrSkip(t, speechText)
-	r, err := New(Config{ModelPath: asrtest.TinyModel(t, false), Threads: 2}, nil)
+	r, err := New(Config{ModelPath: asrtest.TinyModel(t, false), Threads: asrtest.Threads}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -566,7 +566,7 @@ func TestTwoSpeakersDoNotQueue(t *testing.T) {
 }
 
 func TestPartialNeverWaits(t *testing.T) {
-	r, speech := poolRig(t, 2, 1)
+	r, speech := poolRig(t, asrtest.Threads, 1)
 	res, err := r.TranscribePartial(context.Background(), speech3s(t))
 	if err != nil || res.AudioDuration != 3*time.Second {
 		t.Fatalf("partial on an idle recognizer = %+v, %v", res, err)
@@ -583,7 +583,7 @@ func TestPartialNeverWaits(t *testing.T) {
 }
 
 func TestFullPreemptsPartial(t *testing.T) {
-	r, speech := poolRig(t, 2, 1)
+	r, speech := poolRig(t, asrtest.Threads, 1)
 	partial := inBackground(t, r, 0, r.TranscribePartial, speech)
 	start := time.Now()
 	res, err := r.Transcribe(context.Background(), speech3s(t))

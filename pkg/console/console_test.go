@@ -144,7 +144,7 @@ func TestConsoleInChromium(t *testing.T) {
 	}
 	speech := asrtest.SpeechOrSkip(t, "Hello agent, what is on my calendar today?")
 	var rec voice.Recognizer = fixedASR{}
-	if r, err := asr.New(asr.Config{ModelPath: asrtest.TinyModel(t, false), Language: "en", Threads: 2, MaxTokens: 8}, nil); err == nil {
+	if r, err := asr.New(asr.Config{ModelPath: asrtest.TinyModel(t, false), Language: "en", Threads: asrtest.Threads, MaxTokens: 8}, nil); err == nil {
 		defer r.Close()
 		rec = r // the real whisper path when built with it
 	}

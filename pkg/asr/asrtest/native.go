@@ -18,6 +18,12 @@ import (
 // native dependency from a skip into a failure (make test and CI set it).
 const RequireNativeEnv = "AGENT_REQUIRE_NATIVE"
 
+// Threads is what tests give a recogniser: one. ggml's threads spin while
+// they wait for each other, and go test runs packages in parallel: two
+// test processes each running two whisper threads on a two-core machine
+// convoy (a call takes many times as long). Benchmarks use 2, alone.
+const Threads = 1
+
 // Unavailable reports a native dependency the test cannot have: t.Skip
 // naming the fix, or t.Fatal when AGENT_REQUIRE_NATIVE=1.
 func Unavailable(tb testing.TB, what string, err error) {

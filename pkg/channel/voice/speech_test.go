@@ -78,7 +78,7 @@ func TestSpeechEndToEnd(t *testing.T) {
 	if model == "" {
 		model, real = asrtest.TinyModel(t, true), false
 	}
-	cfgASR := asr.Config{ModelPath: model, Language: "auto", Threads: 2, Workers: 2}
+	cfgASR := asr.Config{ModelPath: model, Language: "auto", Threads: asrtest.Threads, Workers: 2}
 	if !real {
 		cfgASR.MaxTokens = 8 // random weights never stop on their own
 	}
@@ -155,7 +155,7 @@ func TestRecognizerWords(t *testing.T) {
 	if model == "" {
 		t.Skip(asrtest.RealModelEnv + " is not set: words are asserted only with a real model (scripts/fetch-models.sh)")
 	}
-	r, err := asr.New(asr.Config{ModelPath: model, Language: "auto", Threads: 2}, nil)
+	r, err := asr.New(asr.Config{ModelPath: model, Language: "auto", Threads: asrtest.Threads}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,7 +37,7 @@ func whisper(tb testing.TB) *asr.Recognizer {
 	tb.Helper()
 	path := asrtest.TinyModel(tb, false)
 	whisperOnce.Do(func() {
-		whisperRec, whisperErr = asr.New(asr.Config{ModelPath: path, Language: "en", Threads: 2, MaxTokens: 8}, nil)
+		whisperRec, whisperErr = asr.New(asr.Config{ModelPath: path, Language: "en", Threads: asrtest.Threads, MaxTokens: 8}, nil)
 	})
 	if whisperErr != nil {
 		if errors.Is(whisperErr, asr.ErrNotBuilt) {

@@ -352,7 +352,7 @@ func TestInboundVoiceTranscribed(t *testing.T) {
 		asrtest.Unavailable(t, "ffmpeg", err)
 	}
 	model := asrtest.TinyModel(t, false)
-	rec, err := asr.New(asr.Config{ModelPath: model, Language: "en", Threads: 2, MaxTokens: 8}, nil)
+	rec, err := asr.New(asr.Config{ModelPath: model, Language: "en", Threads: asrtest.Threads, MaxTokens: 8}, nil)
 	if err != nil {
 		if errors.Is(err, asr.ErrNotBuilt) {
 			asrtest.Unavailable(t, "whisper.cpp", err)
