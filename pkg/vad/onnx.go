@@ -130,7 +130,6 @@ func checkSignature(modelPath string) error {
 	return nil
 }
 
-
 // run feeds input ([1, len(input)]), state ([2, 1, 128]) and the sample
 // rate, and writes the speech probability into out[0] and the next state
 // into stateN. The tensors wrap the Go slices (no copies) and live for this
