@@ -10,13 +10,19 @@ import (
 	"agent/pkg/store"
 )
 
-func TestDecide(t *testing.T) {
+// newStore is a pairing Store on a fresh database.
+func newStore(t *testing.T) *Store {
+	t.Helper()
 	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), store.FileName), nil, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
-	s := New(st.DB(), nil)
+	t.Cleanup(func() { st.Close() })
+	return New(st.DB(), nil)
+}
+
+func TestDecide(t *testing.T) {
+	s := newStore(t)
 	ctx := context.Background()
 	p := Policy{Mode: Pairing, AllowFrom: []string{"wecom:ann"}, Owners: []string{"wecom:boss"}}
 	for _, tc := range []struct {
@@ -68,12 +74,7 @@ func TestDecide(t *testing.T) {
 }
 
 func TestAdmittedCreatesNoCode(t *testing.T) {
-	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), store.FileName), nil, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	s := New(st.DB(), nil)
+	s := newStore(t)
 	ctx := context.Background()
 	p := Policy{Mode: Pairing, AllowFrom: []string{"voice:panel"}, Owners: []string{"voice:boss"}}
 	for _, tc := range []struct {
