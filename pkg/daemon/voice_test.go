@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -222,5 +223,27 @@ func TestVoicePairing(t *testing.T) {
 	}
 	if m := hello(); m["type"] != "ready" {
 		t.Fatalf("approved device: %v; want ready", m)
+	}
+	// Revoking the device closes its open connection.
+	ws, _, err := websocket.DefaultDialer.Dial("ws://"+addr+"/voice", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	ws.WriteJSON(map[string]any{"type": "hello", "token": "device-secret-0123456789", "device": "kitchen-panel"})
+	if m := readFrame(t, ws); m["type"] != "ready" {
+		t.Fatalf("hello: %v", m)
+	}
+	if _, err := cl.PairRevoke(context.Background(), "voice:kitchen-panel"); err != nil {
+		t.Fatal(err)
+	}
+	ws.SetReadDeadline(time.Now().Add(30 * time.Second))
+	_, _, err = ws.ReadMessage()
+	var ce *websocket.CloseError
+	if !errors.As(err, &ce) || ce.Code != websocket.ClosePolicyViolation || ce.Text != "revoked" {
+		t.Fatalf("after revoke: %v; want close 1008 revoked", err)
+	}
+	if m := hello(); m["code"] != "pairing_required" {
+		t.Fatalf("revoked device: %v; want pairing_required again", m)
 	}
 }

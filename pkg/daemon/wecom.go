@@ -223,5 +223,10 @@ func (d *Daemon) PairingRevoke(ctx context.Context, user string) (admin.Pairing,
 		return admin.Pairing{}, pairingErr(err)
 	}
 	d.logger.Info("pairing revoked by the operator", "user", e.User)
+	if d.voice != nil {
+		if n := d.voice.Disconnect(e.User); n > 0 {
+			d.logger.Info("voice connections of a revoked device closed", "user", e.User, "connections", n)
+		}
+	}
 	return adminPairing(e), nil
 }

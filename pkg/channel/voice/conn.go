@@ -44,8 +44,9 @@ type conn struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	wsMu sync.Mutex
-	ws   *websocket.Conn
+	wsMu       sync.Mutex
+	ws         *websocket.Conn
+	principals []string // set once the hello is accepted (guarded by wsMu)
 
 	out        chan outFrame // frames for writeLoop
 	writerDone chan struct{}
@@ -88,16 +89,31 @@ func newConn(s *Server) *conn {
 }
 
 // shutdown ends the connection from the server side (Server.Close).
-func (c *conn) shutdown() {
-	c.cancel()
+func (c *conn) shutdown() { c.closeWith(websocket.CloseGoingAway, "agent stopping") }
+
+// closeWith ends the connection from the server side with a close frame
+// (its turn in flight is cancelled with it).
+func (c *conn) closeWith(code int, reason string) {
 	c.wsMu.Lock()
 	ws := c.ws
 	c.wsMu.Unlock()
 	if ws != nil {
-		ws.WriteControl(websocket.CloseMessage,
-			websocket.FormatCloseMessage(websocket.CloseGoingAway, "agent stopping"), time.Now().Add(time.Second))
+		// Before the cancel: the writer closes the socket when it sees it.
+		// (WriteControl may run beside the writer's frames.)
+		ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(time.Second))
+	}
+	c.cancel()
+	if ws != nil {
 		ws.NetConn().Close()
 	}
+}
+
+// is reports whether the connection's device or user is principal
+// ("voice:ID"); false before its hello was accepted.
+func (c *conn) is(principal string) bool {
+	c.wsMu.Lock()
+	defer c.wsMu.Unlock()
+	return slices.Contains(c.principals, principal)
 }
 
 func (c *conn) serve(ws *websocket.Conn, remote string) {
@@ -202,6 +218,9 @@ func (c *conn) hello() bool {
 	if !c.admit(m.Device, m.User) {
 		return false
 	}
+	c.wsMu.Lock()
+	c.principals = principals(m.Device, m.User)
+	c.wsMu.Unlock()
 	c.in, c.session, c.rate = in, string(key), rate
 	c.maxBytes = int(int64(rate)*int64(c.s.lim.MaxUtterance)/int64(time.Second)) * 2
 	c.vad = newDetector(c.s.cfg.VAD, rate, c.log)
@@ -218,12 +237,7 @@ func (c *conn) admit(device, user string) bool {
 	if c.s.cfg.Admit == nil || c.s.local() {
 		return true
 	}
-	var principals []string
-	for _, id := range []string{device, user} {
-		if id != "" {
-			principals = append(principals, Channel+":"+id)
-		}
-	}
+	principals := principals(device, user)
 	ctx, cancel := context.WithTimeout(c.ctx, c.s.lim.HelloTimeout)
 	defer cancel()
 	a, err := c.s.cfg.Admit(ctx, principals)
@@ -240,6 +254,18 @@ func (c *conn) admit(device, user string) bool {
 		c.log.Warn("voice hello refused by the DM policy", "principals", principals)
 		return c.reject(CodeForbidden, "this device or user may not talk to the agent (security.dm_policy / allow_from)", websocket.ClosePolicyViolation)
 	}
+}
+
+// principals are the DM-policy names of a client: "voice:DEVICE" and/or
+// "voice:USER".
+func principals(device, user string) []string {
+	var out []string
+	for _, id := range []string{device, user} {
+		if id != "" {
+			out = append(out, Channel+":"+id)
+		}
+	}
+	return out
 }
 
 // reject sends a fatal error frame and a close frame.

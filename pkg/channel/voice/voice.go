@@ -229,6 +229,24 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.serve(ws, r.RemoteAddr)
 }
 
+// Disconnect closes the connections whose device or user is principal
+// ("voice:ID"), as when the operator revokes it, and returns how many. The
+// client sees close code 1008 (policy violation) with reason "revoked".
+func (s *Server) Disconnect(principal string) int {
+	s.mu.Lock()
+	var hit []*conn
+	for c := range s.conns {
+		if c.is(principal) {
+			hit = append(hit, c)
+		}
+	}
+	s.mu.Unlock()
+	for _, c := range hit {
+		go c.closeWith(websocket.ClosePolicyViolation, "revoked")
+	}
+	return len(hit)
+}
+
 // Close disconnects every client (turns in flight are cancelled) and
 // waits for their goroutines or ctx. New connections are refused.
 func (s *Server) Close(ctx context.Context) error {
@@ -240,7 +258,7 @@ func (s *Server) Close(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 	for _, c := range conns {
-		c.shutdown()
+		go c.shutdown() // each may wait up to a second for its close frame
 	}
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
