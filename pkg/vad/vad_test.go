@@ -1,6 +1,7 @@
 package vad
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -511,4 +512,35 @@ func TestConfig(t *testing.T) {
 			t.Errorf("NewDetector(%+v) accepted", c)
 		}
 	}
+}
+
+// FuzzDetectorFeed: any PCM (as a client could send it), in any chunking,
+// never fails, panics or leaves the model's output range; Heard and the
+// end only ever go from false to true within an utterance.
+func FuzzDetectorFeed(f *testing.F) {
+	f.Add([]byte{0, 0, 255, 127, 0, 128}, uint16(7))
+	f.Add(bytes.Repeat([]byte{0x10, 0x40}, 4000), uint16(333))
+	m := model(f)
+	f.Fuzz(func(t *testing.T, pcm []byte, chunk uint16) {
+		d, err := m.NewDetector(Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := make([]float32, len(pcm)/2)
+		for i := range x {
+			x[i] = float32(int16(uint16(pcm[2*i])|uint16(pcm[2*i+1])<<8)) / 32768
+		}
+		step := int(chunk%2048) + 1
+		heard, ended := false, false
+		for i := 0; i < len(x); i += step {
+			e, err := d.Feed(x[i:min(len(x), i+step)])
+			if err != nil {
+				t.Fatalf("Feed: %v", err)
+			}
+			if (heard && !d.Heard()) || (ended && !e) {
+				t.Fatal("Heard or the end went back to false within an utterance")
+			}
+			heard, ended = d.Heard(), e
+		}
+	})
 }
