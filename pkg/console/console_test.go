@@ -134,8 +134,9 @@ func (c *cdp) until(expr string, timeout time.Duration) {
 }
 
 // TestConsoleInChromium drives the console in headless Chromium with a fake
-// microphone playing espeak-ng speech: push-to-talk sends 16 kHz PCM, the
-// transcript and the streamed reply appear, the text box works, the status
+// microphone playing espeak-ng speech: push-to-talk sends 16 kHz PCM, a
+// partial transcript shows while talking, the transcript and the streamed
+// reply appear, the text box works, the status
 // panel shows /healthz. CONSOLE_SCREENSHOT=path keeps a screenshot.
 func TestConsoleInChromium(t *testing.T) {
 	browser, err := exec.LookPath("chromium")
@@ -163,7 +164,7 @@ func TestConsoleInChromium(t *testing.T) {
 
 	conv := &echoConv{}
 	vs := voice.New(voice.Config{Token: func() string { return "" }, AllowNoToken: true,
-		ASR: func() voice.Recognizer { return rec }, Conversation: conv, VAD: voice.VADConfig{Silence: -1}})
+		ASR: func() voice.Recognizer { return rec }, Conversation: conv, VAD: voice.VADConfig{Silence: -1}, Partials: true})
 	defer vs.Close(context.Background())
 	mux := http.NewServeMux()
 	mux.Handle("GET /{$}", Handler())
@@ -245,6 +246,8 @@ func TestConsoleInChromium(t *testing.T) {
 
 	// Push to talk for about the length of the speech.
 	c.eval("consoleApp.startTalk()", nil)
+	// A live (partial) transcript shows while the button is held.
+	c.until(`consoleApp.events.some(e => e.type === "transcript" && !e.final) && document.getElementById("partial").textContent !== ""`, 30*time.Second)
 	c.until(fmt.Sprintf("consoleApp.sentBytes >= %d", len(speech)*2*rate/16000), 30*time.Second)
 	start := time.Now()
 	c.eval("consoleApp.stopTalk()", nil)
@@ -293,4 +296,8 @@ type fixedASR struct{}
 
 func (fixedASR) Transcribe(_ context.Context, s []float32) (asr.Result, error) {
 	return asr.Result{Text: fmt.Sprintf("%d samples", len(s))}, nil
+}
+
+func (f fixedASR) TranscribePartial(ctx context.Context, s []float32) (asr.Result, error) {
+	return f.Transcribe(ctx, s)
 }
