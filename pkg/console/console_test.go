@@ -164,7 +164,8 @@ func TestConsoleInChromium(t *testing.T) {
 
 	conv := &echoConv{}
 	vs := voice.New(voice.Config{Token: func() string { return "" }, AllowNoToken: true,
-		ASR: func() voice.Recognizer { return rec }, Conversation: conv, VAD: voice.VADConfig{Silence: -1}, Partials: true})
+		ASR: func() voice.Recognizer { return rec }, Conversation: conv, VAD: voice.VADConfig{Silence: -1},
+		Defaults: func() voice.Defaults { return voice.Defaults{Partials: true} }})
 	defer vs.Close(context.Background())
 	mux := http.NewServeMux()
 	mux.Handle("GET /{$}", Handler())

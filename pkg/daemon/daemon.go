@@ -481,6 +481,15 @@ func restartKeys(a, b *config.Config) []string {
 	if a.ASR != b.ASR {
 		keys = append(keys, "asr")
 	}
+	if a.WeCom != b.WeCom {
+		keys = append(keys, "wecom")
+	}
+	if a.Voice.Enabled != b.Voice.Enabled {
+		keys = append(keys, "voice.enabled")
+	}
+	if a.Voice.VAD != b.Voice.VAD || a.Voice.VADModel != b.Voice.VADModel {
+		keys = append(keys, "voice.vad")
+	}
 	return keys
 }
 

@@ -38,9 +38,11 @@ func (d *Daemon) voiceRoutes(mux *http.ServeMux) {
 		AllowNoToken: cfg.ListenIsLoopback(),
 		ASR:          d.voiceRecognizer,
 		Admit:        d.admitVoice,
-		Partials:     cfg.Voice.PartialTranscripts,
-		TTS:          voice.TTSConfig{Default: cfg.Voice.TTS, Voice: cfg.Voice.TTSVoice},
-		Logger:       d.logger.With("component", "voice"),
+		Defaults: func() voice.Defaults {
+			v := d.config().Voice
+			return voice.Defaults{Partials: v.PartialTranscripts, TTS: v.TTS, TTSVoice: v.TTSVoice}
+		},
+		Logger: d.logger.With("component", "voice"),
 	}
 	if src, ok := d.opts.Models.(vadSource); ok && cfg.Voice.VAD != config.VADEnergy {
 		vc.VAD.Silero = src.VAD

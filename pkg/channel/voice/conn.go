@@ -1,6 +1,7 @@
 package voice
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -193,14 +194,12 @@ func (c *conn) hello() bool {
 	if sender == "" || len(sender) > maxName || !utf8.ValidString(sender) {
 		return c.reject(CodeBadHello, fmt.Sprintf("the hello needs a user or device name of 1 to %d bytes", maxName), websocket.CloseProtocolError)
 	}
-	ttsVoice := m.Voice
-	if ttsVoice == "" {
-		ttsVoice = c.s.cfg.TTS.Voice
-	}
+	def := c.s.cfg.Defaults()
+	ttsVoice := cmp.Or(m.Voice, def.TTSVoice, defaultTTSVoice)
 	if !validVoice(ttsVoice) {
 		return c.reject(CodeBadHello, fmt.Sprintf("voice %q: want an espeak-ng voice name such as en or cmn", clip(m.Voice)), websocket.CloseProtocolError)
 	}
-	c.tts, c.ttsVoice, c.partials = c.s.cfg.TTS.Default, ttsVoice, c.s.cfg.Partials
+	c.tts, c.ttsVoice, c.partials = def.TTS, ttsVoice, def.Partials
 	if m.TTS != nil {
 		c.tts = *m.TTS
 	}

@@ -19,6 +19,9 @@ import (
 	"agent/pkg/vad/vadtest"
 )
 
+// partialsOn is a Config.Defaults with partial transcripts on.
+func partialsOn() Defaults { return Defaults{Partials: true} }
+
 // partialASR is a fakeASR that also transcribes partially: it answers
 // "partial N" (N = the seconds of audio given), or waits for ctx when
 // block is set.
@@ -71,7 +74,7 @@ func (c *client) streamPaced(b []byte, rate int, each func()) {
 func TestPartialTranscripts(t *testing.T) {
 	rec := &partialASR{fakeASR: fakeASR{text: "final words"}}
 	cfg := fakeConfig(rec, &fakeConv{})
-	cfg.Partials = true
+	cfg.Defaults = partialsOn
 	srv, hs := newServer(t, cfg)
 	c := dial(t, hs)
 	c.ready(nil)
@@ -122,7 +125,7 @@ func TestPartialTranscripts(t *testing.T) {
 func TestPartialsOffAndUnsupported(t *testing.T) {
 	rec := &partialASR{fakeASR: fakeASR{text: "final words"}}
 	cfg := fakeConfig(rec, &fakeConv{})
-	cfg.Partials = true
+	cfg.Defaults = partialsOn
 	_, hs := newServer(t, cfg)
 	c := dial(t, hs)
 	c.ready(map[string]any{"partials": false})
@@ -139,7 +142,7 @@ func TestPartialsOffAndUnsupported(t *testing.T) {
 	// A recogniser without TranscribePartial: no partials, no harm.
 	plain := &fakeASR{text: "plain"}
 	cfg2 := fakeConfig(plain, &fakeConv{})
-	cfg2.Partials = true
+	cfg2.Defaults = partialsOn
 	_, hs2 := newServer(t, cfg2)
 	c2 := dial(t, hs2)
 	c2.ready(nil)
@@ -153,7 +156,7 @@ func TestPartialsOffAndUnsupported(t *testing.T) {
 func TestPartialCancelledAtEnd(t *testing.T) {
 	rec := &partialASR{fakeASR: fakeASR{text: "final words"}, block: true}
 	cfg := fakeConfig(rec, &fakeConv{})
-	cfg.Partials = true
+	cfg.Defaults = partialsOn
 	_, hs := newServer(t, cfg)
 	c := dial(t, hs)
 	c.ready(nil)
@@ -200,7 +203,7 @@ func TestPartialCancelledAtEnd(t *testing.T) {
 
 func TestSpokenRepliesByConfig(t *testing.T) {
 	needEspeak(t)
-	_, hs := newServer(t, Config{Conversation: &fakeConv{}, TTS: TTSConfig{Default: true, Voice: "en-us"}})
+	_, hs := newServer(t, Config{Conversation: &fakeConv{}, Defaults: func() Defaults { return Defaults{TTS: true, TTSVoice: "en-us"} }})
 	c := dial(t, hs)
 	c.ready(nil) // no "tts": the configured default speaks
 	c.send(map[string]string{"type": "text", "text": "lights on"})

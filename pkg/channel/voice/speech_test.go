@@ -95,7 +95,7 @@ func TestSpeechEndToEnd(t *testing.T) {
 			if tc.rate != 16000 {
 				in = audio.Resample(in, 16000, tc.rate)
 			}
-			cfg := Config{ASR: func() Recognizer { return rec }, Conversation: &fakeConv{}, VAD: sileroConfig(t), Partials: true}
+			cfg := Config{ASR: func() Recognizer { return rec }, Conversation: &fakeConv{}, VAD: sileroConfig(t), Defaults: partialsOn}
 			_, hs := newServer(t, cfg)
 			c := dial(t, hs)
 			c.ready(map[string]any{"sample_rate": tc.rate})

@@ -11,7 +11,8 @@ import (
 	"time"
 )
 
-// Spoken replies: a client whose hello says "tts":true gets, after each
+// Spoken replies: a client whose hello says "tts":true (or says nothing
+// while voice.tts is on: Config.Defaults) gets, after each
 // final reply frame, {"type":"audio","format":"wav","sample_rate":N,
 // "bytes":M} and then M bytes of WAV in binary frames of up to audioChunk
 // bytes. The WAV is synthesised locally by espeak-ng (text on its stdin,
@@ -32,8 +33,6 @@ type TTSConfig struct {
 	Timeout  time.Duration // per reply; default 30 s
 	MaxBytes int           // WAV bytes per reply; default 8 MiB (about 3 minutes of speech)
 	MaxText  int           // bytes of reply text spoken (longer replies are cut at a word); default 4 KiB
-	Default  bool          // speak to clients whose hello has no "tts" field (voice.tts)
-	Voice    string        // espeak-ng voice when the hello names none (voice.tts_voice); default en
 }
 
 func (t TTSConfig) withDefaults() TTSConfig {
@@ -48,9 +47,6 @@ func (t TTSConfig) withDefaults() TTSConfig {
 	}
 	if t.MaxText <= 0 {
 		t.MaxText = 4 << 10
-	}
-	if t.Voice == "" {
-		t.Voice = defaultTTSVoice
 	}
 	return t
 }

@@ -103,19 +103,28 @@ type Config struct {
 	// a token (the local console, AllowNoToken) is the operator and is not
 	// asked.
 	Admit func(ctx context.Context, principals []string) (Admission, error)
-	// Partials sends partial transcripts (final:false) while an utterance
-	// is spoken, to clients whose hello does not say "partials":false,
-	// when the recogniser has an idle worker.
-	Partials bool
+	// Defaults returns what a hello that does not say gets (it follows
+	// configuration reloads); nil: no partials, no spoken replies, voice en.
+	Defaults func() Defaults
 	Limits   Limits
 	VAD      VADConfig
 	// FFmpeg is the ffmpeg binary that decodes compressed utterances;
 	// default "ffmpeg" on PATH.
 	FFmpeg string
-	// TTS: spoken replies (TTS.Default: for clients whose hello does not
-	// say "tts":false; else for those that say "tts":true).
+	// TTS: how spoken replies are synthesised.
 	TTS    TTSConfig
 	Logger *slog.Logger
+}
+
+// Defaults are a connection's settings when its hello does not name them.
+type Defaults struct {
+	// Partials: partial transcripts (final:false) while an utterance is
+	// spoken, when the recogniser has an idle worker (hello "partials").
+	Partials bool
+	// TTS: each final reply is also spoken (hello "tts"), in TTSVoice, an
+	// espeak-ng voice (hello "voice"; "" = en).
+	TTS      bool
+	TTSVoice string
 }
 
 // Admission is Config.Admit's decision.
@@ -170,6 +179,9 @@ func New(cfg Config) *Server {
 	}
 	if cfg.ASR == nil {
 		cfg.ASR = func() Recognizer { return nil }
+	}
+	if cfg.Defaults == nil {
+		cfg.Defaults = func() Defaults { return Defaults{} }
 	}
 	cfg.VAD = cfg.VAD.withDefaults()
 	cfg.TTS = cfg.TTS.withDefaults()

@@ -181,7 +181,7 @@ func BenchmarkEndToTranscript3s(b *testing.B) {
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			rec := &timedRecognizer{r: benchRecognizer(b, bc.maxTokens)}
-			_, hs := newServer(b, Config{ASR: func() Recognizer { return rec }, VAD: VADConfig{Silence: -1}, Partials: bc.partials})
+			_, hs := newServer(b, Config{ASR: func() Recognizer { return rec }, VAD: VADConfig{Silence: -1}, Defaults: func() Defaults { return Defaults{Partials: bc.partials} }})
 			c := dial(b, hs)
 			c.ready(nil)
 			var lat, asrLat []time.Duration
