@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -262,4 +263,56 @@ func TestRestartKeys(t *testing.T) {
 	if k := restartKeys(a, config.Default()); len(k) != 0 {
 		t.Errorf("no change: %v", k)
 	}
+}
+
+// TestVoiceDefaultsFollowReload: voice.tts turned on in the file and
+// reloaded speaks the replies of the next connection.
+func TestVoiceDefaultsFollowReload(t *testing.T) {
+	if _, err := exec.LookPath("espeak-ng"); err != nil {
+		if os.Getenv("AGENT_REQUIRE_NATIVE") == "1" {
+			t.Fatal("espeak-ng:", err)
+		}
+		t.Skip("espeak-ng:", err)
+	}
+	llmSrv := streamingLLM(t)
+	dir := t.TempDir()
+	llm := "[llm]\nprovider = \"custom\"\nmodel = \"fake\"\nbase_url = \"" + llmSrv.URL + "/v1\"\n"
+	addr, _ := startDaemonIn(t, dir, llm+"[voice]\ntts = false\n")
+	// turn runs a text turn and then reads what follows the final reply:
+	// with speech, the audio frame; without, the reply to a second turn.
+	turn := func(spoken bool) {
+		ws, _, err := websocket.DefaultDialer.Dial("ws://"+addr+"/voice", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ws.Close()
+		ws.WriteJSON(map[string]any{"type": "hello", "user": "alice"})
+		if m := readFrame(t, ws); m["type"] != "ready" {
+			t.Fatalf("hello: %v", m)
+		}
+		ws.WriteJSON(map[string]string{"type": "text", "text": "hi"})
+		for {
+			if m := readFrame(t, ws); m["type"] == "reply" && m["final"] == true {
+				break
+			}
+		}
+		if spoken {
+			if m := readFrame(t, ws); m["type"] != "audio" {
+				t.Fatalf("after the final reply with voice.tts on: %v, want the audio frame", m)
+			}
+			return
+		}
+		ws.WriteJSON(map[string]string{"type": "text", "text": "again"})
+		if m := readFrame(t, ws); m["type"] != "reply" {
+			t.Fatalf("after the final reply with voice.tts off: %v, want the next turn's reply (no audio, not busy)", m)
+		}
+	}
+	turn(false)
+	path := filepath.Join(dir, "config.toml")
+	b, _ := os.ReadFile(path)
+	os.WriteFile(path, []byte(strings.Replace(string(b), "tts = false", "tts = true", 1)), 0o600)
+	if err := admin.NewClient(filepath.Join(dir, "var", "agent.sock")).Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	turn(true)
 }
