@@ -296,14 +296,17 @@ func TestCompressHugeAndEmojiMessages(t *testing.T) {
 // waits; it runs once the conversation pauses for Quiet.
 func TestCompressorWaitsForQuiet(t *testing.T) {
 	r := newCompressRig(t, nil, `{"facts":[{"fact":"Quiet fact"}]}`)
-	r.comp = NewCompressor(CompressorConfig{SessionMax: 40, Overlap: 5, Quiet: 300 * time.Millisecond, MaxDelay: time.Minute},
+	r.comp = NewCompressor(CompressorConfig{SessionMax: 40, Overlap: 5, Quiet: time.Second, MaxDelay: time.Minute},
 		r.mem, r.llm.client(t), r.ss, nil)
 	key, _ := session.P2P("voice", "dana")
 	sess := fill(t, r.ss, key, 45, say)
+	// A turn has just ended when the worker starts: its start-up sweep
+	// finds the session too, and that work waits for the pause as well.
+	r.comp.Notify(sess.ID)
 	r.comp.Start()
 	defer r.comp.Close(context.Background())
 	busy := time.Now()
-	for time.Since(busy) < time.Second { // a turn every 100 ms for a second
+	for time.Since(busy) < 1500*time.Millisecond { // a turn every 100 ms (a tenth of Quiet)
 		r.comp.Notify(sess.ID)
 		time.Sleep(100 * time.Millisecond)
 		if r.llm.count() != 0 {

@@ -78,8 +78,10 @@ func TestPartialTranscripts(t *testing.T) {
 	srv, hs := newServer(t, cfg)
 	c := dial(t, hs)
 	c.ready(nil)
-	c.streamPaced(toPCM16(tone(3500*time.Millisecond, 16000, 300, 0.3)), 16000, func() { time.Sleep(5 * time.Millisecond) })
-	// Partials arrive while speaking, growing; then the final one.
+	c.streamPaced(toPCM16(tone(5*time.Second, 16000, 300, 0.3)), 16000, func() { time.Sleep(5 * time.Millisecond) })
+	// Partials arrive while speaking, growing; then the final one. (One
+	// per second of audio while none is in flight: at least two of the
+	// four chances, however slow the machine.)
 	var partials []string
 	for {
 		f, err := c.read(10 * time.Second)
@@ -93,7 +95,7 @@ func TestPartialTranscripts(t *testing.T) {
 			t.Fatalf("a final transcript before end: %+v", f)
 		}
 		partials = append(partials, f.Text)
-		if len(partials) == 3 {
+		if len(partials) == 2 {
 			break
 		}
 	}
@@ -114,10 +116,10 @@ func TestPartialTranscripts(t *testing.T) {
 		}
 	}
 	c.replies()
-	if calls, _ := rec.counts(); calls < 3 {
+	if calls, _ := rec.counts(); calls < 2 {
 		t.Errorf("%d partial calls", calls)
 	}
-	if st := srv.Stats(); st.Partials < 3 || st.Utterances != 1 || st.Connections != 1 || st.Silero != 0 {
+	if st := srv.Stats(); st.Partials < 2 || st.Utterances != 1 || st.Connections != 1 || st.Silero != 0 {
 		t.Errorf("stats %+v", st)
 	}
 }
@@ -185,9 +187,13 @@ func TestPartialCancelledAtEnd(t *testing.T) {
 	rec.partials = nil
 	rec.pmu.Unlock()
 	c.streamPaced(toPCM16(tone(1500*time.Millisecond, 16000, 300, 0.3)), 16000, nil)
+	deadline = time.Now().Add(10 * time.Second)
 	for {
 		if calls, _ := rec.counts(); calls > 0 {
 			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no partial transcription started for the second utterance")
 		}
 		time.Sleep(time.Millisecond)
 	}
