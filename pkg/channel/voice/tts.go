@@ -81,7 +81,9 @@ func (c *conn) speak(ctx context.Context, gen uint64, text string) {
 			return
 		}
 		c.log.Warn("voice reply not synthesised", "err", err)
-		c.sendJob(gen, errorFrame(CodeTTSUnavailable, "the spoken reply could not be synthesised: "+err.Error()))
+		// The turn's last frame: it ends the turn in the same step, so a
+		// client that answers it at once is not told busy.
+		c.sendLast(gen, errorFrame(CodeTTSUnavailable, "the spoken reply could not be synthesised: "+err.Error()))
 		return
 	}
 	if !c.sendJob(gen, audioMsg{Type: "audio", Format: "wav", SampleRate: rate, Bytes: len(wav)}) {
@@ -97,7 +99,7 @@ func (c *conn) speak(ctx context.Context, gen uint64, text string) {
 			return
 		}
 		n := min(audioChunk, len(wav))
-		if !c.sendJobFrame(gen, outFrame{b: wav[:n], binary: true}) {
+		if !c.sendJobFrame(gen, outFrame{b: wav[:n], binary: true}, n == len(wav)) {
 			<-c.credits
 			return
 		}
@@ -105,12 +107,16 @@ func (c *conn) speak(ctx context.Context, gen uint64, text string) {
 	}
 }
 
-// sendJobFrame is sendJob for an encoded frame.
-func (c *conn) sendJobFrame(gen uint64, f outFrame) bool {
+// sendJobFrame is sendJob for an encoded frame; the last one of the turn
+// also ends it (see sendLast).
+func (c *conn) sendJobFrame(gen uint64, f outFrame, last bool) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.gen != gen || c.ctx.Err() != nil {
 		return false
+	}
+	if last {
+		c.busy, c.jobCancel, c.turnIn = false, nil, nil
 	}
 	return c.enqueue(f)
 }
