@@ -59,6 +59,21 @@ func (p *partialASR) counts() (calls, cancelled int) {
 	return len(p.partials), p.cancelled
 }
 
+// waitStarted waits until a partial transcription has been asked for.
+func (p *partialASR) waitStarted(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if calls, _ := p.counts(); calls > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no partial transcription started")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // streamPaced sends b in 100 ms frames, waiting for the server to read
 // each (a partial needs the audio to arrive over time, as from a mic).
 func (c *client) streamPaced(b []byte, rate int, each func()) {
@@ -163,16 +178,7 @@ func TestPartialCancelledAtEnd(t *testing.T) {
 	c := dial(t, hs)
 	c.ready(nil)
 	c.streamPaced(toPCM16(tone(1500*time.Millisecond, 16000, 300, 0.3)), 16000, nil)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if calls, _ := rec.counts(); calls > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no partial transcription started")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	rec.waitStarted(t)
 	c.end()
 	if f := c.expect("transcript"); !f.Final || f.Text != "final words" {
 		t.Fatalf("after end: %+v, want the final transcript (the partial in flight must not delay or precede it)", f)
@@ -187,16 +193,7 @@ func TestPartialCancelledAtEnd(t *testing.T) {
 	rec.partials = nil
 	rec.pmu.Unlock()
 	c.streamPaced(toPCM16(tone(1500*time.Millisecond, 16000, 300, 0.3)), 16000, nil)
-	deadline = time.Now().Add(10 * time.Second)
-	for {
-		if calls, _ := rec.counts(); calls > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no partial transcription started for the second utterance")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	rec.waitStarted(t)
 	c.send(map[string]string{"type": "cancel"})
 	c.send(map[string]string{"type": "text", "text": "ping"})
 	if _, final := c.replies(); final != "you said: ping" {
