@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"time"
 
@@ -87,8 +86,8 @@ func runJobs(ctx context.Context, path string, args []string, asJSON bool, stdou
 			fs.Usage()
 			return 2
 		}
-		id, err := strconv.ParseInt(strings.TrimPrefix(fs.Arg(0), "#"), 10, 64)
-		if err != nil || id <= 0 {
+		id, ok := parseID(fs.Arg(0))
+		if !ok {
 			fmt.Fprintf(stderr, "agentctl jobs rm: %q is not a job id\n", fs.Arg(0))
 			return 2
 		}

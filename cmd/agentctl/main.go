@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -325,12 +326,12 @@ func runMemory(ctx context.Context, path string, args []string, asJSON bool, std
 			return print(facts)
 		})
 	case "forget":
-		var id int64
 		if fs.NArg() != 1 {
 			fs.Usage()
 			return 2
 		}
-		if _, err := fmt.Sscan(strings.TrimPrefix(fs.Arg(0), "#"), &id); err != nil || id <= 0 {
+		id, ok := parseID(fs.Arg(0))
+		if !ok {
 			fmt.Fprintf(stderr, "agentctl memory forget: %q is not a fact id\n", fs.Arg(0))
 			return 2
 		}
@@ -355,4 +356,11 @@ func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// parseID reads a fact or job id as the assistant shows it ("#12" or
+// "12"): a positive integer and nothing else.
+func parseID(s string) (int64, bool) {
+	id, err := strconv.ParseInt(strings.TrimPrefix(s, "#"), 10, 64)
+	return id, err == nil && id > 0
 }

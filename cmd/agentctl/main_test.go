@@ -126,7 +126,7 @@ func TestMemoryCommands(t *testing.T) {
 	if code, _, errs = agentctl(t, "-config", path, "memory", "forget", "7"); code != 1 || !strings.Contains(errs, "no fact #7") {
 		t.Fatalf("forget again: exit %d %q", code, errs)
 	}
-	for _, args := range [][]string{{"memory"}, {"memory", "search"}, {"memory", "forget", "x"}, {"memory", "drop"}} {
+	for _, args := range [][]string{{"memory"}, {"memory", "search"}, {"memory", "forget", "x"}, {"memory", "forget", "7abc"}, {"memory", "forget", "-3"}, {"memory", "drop"}} {
 		if code, _, _ := agentctl(t, append([]string{"-config", path}, args...)...); code != 2 {
 			t.Errorf("%v: exit %d, want 2", args, code)
 		}
