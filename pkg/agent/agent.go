@@ -20,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	"agent/pkg/clip"
 	"agent/pkg/config"
 	"agent/pkg/llm"
 	"agent/pkg/session"
@@ -562,6 +563,6 @@ func capText(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	cut := truncateUTF8(s, n)
+	cut := clip.Bytes(s, n)
 	return cut + fmt.Sprintf("\n[... truncated: %d more bytes not shown]", len(s)-len(cut))
 }

@@ -14,7 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
+
+	"agent/pkg/clip"
 )
 
 // Prompt files read from the workspace, in the order they enter the system
@@ -183,7 +184,7 @@ func (p *Prompt) loadFile(name string, f *promptFile, force bool) (bool, error) 
 		return false, fmt.Errorf("prompt: read %s: %w", name, err)
 	}
 	if len(content) > maxPromptFile {
-		content = truncateUTF8(content, maxPromptFile) + fmt.Sprintf("\n\n[%s truncated: larger than %d KiB]", name, maxPromptFile>>10)
+		content = clip.Bytes(content, maxPromptFile) + fmt.Sprintf("\n\n[%s truncated: larger than %d KiB]", name, maxPromptFile>>10)
 		p.logger.Warn("prompt file truncated", "file", path, "size", st.Size(), "limit", maxPromptFile)
 	}
 	old := f.content
@@ -275,7 +276,7 @@ func parseSkill(content, dir string) skill {
 		s.Name = dir
 	}
 	if len(s.Desc) > maxSkillDesc {
-		s.Desc = truncateUTF8(s.Desc, maxSkillDesc) + "..."
+		s.Desc = clip.Bytes(s.Desc, maxSkillDesc) + "..."
 	}
 	return s
 }
@@ -318,15 +319,4 @@ func readBounded(path string, limit int64) (string, error) {
 		return "", err
 	}
 	return buf.String(), nil
-}
-
-// truncateUTF8 cuts s to at most n bytes without splitting a character.
-func truncateUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"agent/pkg/clip"
 )
 
 // interpolate replaces every "${NAME}" in s with lookup(NAME). "$${" is a
@@ -42,7 +44,7 @@ func interpolate(s string, lookup Env) (string, []string, error) {
 				if name == "" {
 					return "", nil, errors.New(`empty variable name "${}" (write "$${" for a literal "${")`)
 				}
-				return "", nil, fmt.Errorf("invalid variable name %q in \"${...}\" (want letters, digits and _, not starting with a digit)", truncate(name, 40))
+				return "", nil, fmt.Errorf("invalid variable name %q in \"${...}\" (want letters, digits and _, not starting with a digit)", clip.String(name, 40))
 			}
 			v, ok := lookupEnv(lookup, name)
 			if !ok {
@@ -92,15 +94,4 @@ func lookupEnv(env Env, key string) (string, bool) {
 		return "", false
 	}
 	return env(key)
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	// Cut on a rune boundary.
-	for n > 0 && n < len(s) && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n] + "..."
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"agent/pkg/agent"
+	"agent/pkg/clip"
 	"agent/pkg/llm"
 	"agent/pkg/memory"
 	"agent/pkg/runner"
@@ -235,29 +236,16 @@ func FailureText(err error) string {
 func describe(e agent.Event) string {
 	switch e.Kind {
 	case agent.EventToolCall:
-		return fmt.Sprintf("[step %d] calling %s %s", e.Step, e.Tool, clip(e.Args, 200))
+		return fmt.Sprintf("[step %d] calling %s %s", e.Step, e.Tool, clip.Line(e.Args, 200))
 	case agent.EventToolResult:
 		mark := "ok"
 		if e.IsError {
 			mark = "error"
 		}
-		return fmt.Sprintf("[step %d] %s %s (%s): %s", e.Step, e.Tool, mark, e.Duration.Round(time.Millisecond), clip(e.Text, 300))
+		return fmt.Sprintf("[step %d] %s %s (%s): %s", e.Step, e.Tool, mark, e.Duration.Round(time.Millisecond), clip.Line(e.Text, 300))
 	}
 	return ""
 }
-
-func clip(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8Start(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
-}
-
-func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
 
 // HelpText lists the slash commands.
 const HelpText = `Commands:

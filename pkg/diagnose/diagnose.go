@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"agent/pkg/clip"
 	"agent/pkg/errlog"
 	"agent/pkg/llm"
 	"agent/pkg/session"
@@ -281,7 +282,7 @@ func toolErrors(in Input) []Finding {
 		if strings.HasPrefix(strings.ToLower(strings.TrimSpace(m.Content)), "error") {
 			fails[name]++
 			if first[name] == "" {
-				first[name] = clip(m.Content, 200)
+				first[name] = clip.Line(m.Content, 200)
 			}
 		}
 	}
@@ -317,7 +318,7 @@ func repeats(in Input) []Finding {
 			if seen[k] == 2 && !reported[k] {
 				reported[k] = true
 				out = append(out, Finding{"repeated_calls", fmt.Sprintf("The model called %s with the same arguments %s more than once in one turn "+
-					"(at %s); the agent refuses the third identical call and stops the loop after that.", c.Function.Name, clip(c.Function.Arguments, 120), m.At.Format("15:04:05"))})
+					"(at %s); the agent refuses the third identical call and stops the loop after that.", c.Function.Name, clip.Line(c.Function.Arguments, 120), m.At.Format("15:04:05"))})
 			}
 		}
 	}
@@ -415,15 +416,4 @@ func firstN(s []string, n int) []string {
 		return append(s[:n:n], fmt.Sprintf("and %d more", len(s)-n))
 	}
 	return s
-}
-
-func clip(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n] + "…"
 }

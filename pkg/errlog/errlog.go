@@ -22,6 +22,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"agent/pkg/clip"
 )
 
 // Defaults of Options.
@@ -295,21 +297,21 @@ func (h *handler) Handle(ctx context.Context, rec slog.Record) error {
 func (h *handler) entry(rec slog.Record) Entry {
 	// The recorder's clock, not rec.Time: rows line up with the session
 	// timestamps written under the same (injectable) clock.
-	e := Entry{At: h.r.o.Now(), Level: rec.Level.String(), Msg: clip(h.r.o.Scrub(rec.Message), maxMsg), Attrs: map[string]string{}}
+	e := Entry{At: h.r.o.Now(), Level: rec.Level.String(), Msg: clip.String(h.r.o.Scrub(rec.Message), maxMsg), Attrs: map[string]string{}}
 	add := func(key string, v slog.Value) {
 		if len(e.Attrs) >= maxAttrs {
 			return
 		}
 		s := h.r.o.Scrub(valueString(v))
 		if key == "component" {
-			e.Component = clip(s, 64)
+			e.Component = clip.String(s, 64)
 			return
 		}
 		limit := maxValue
 		if key == "stack" {
 			limit = maxStack
 		}
-		e.Attrs[key] = clip(s, limit)
+		e.Attrs[key] = clip.String(s, limit)
 	}
 	for _, a := range h.attrs {
 		flatten(a.Key, a.Value, add)
@@ -366,16 +368,6 @@ func (h *handler) WithGroup(name string) slog.Handler {
 	n.next = h.next.WithGroup(name)
 	n.prefix = h.prefix + name + "."
 	return &n
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n] + "…"
 }
 
 // Entry is one kept record.

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"agent/pkg/clip"
 )
 
 // blockEntry is the last memory block built for a scope, kept for the
@@ -110,7 +112,7 @@ func (s *Store) queryEmbedded(query string) bool {
 	if st == nil {
 		return true
 	}
-	_, ok := s.vectors.Get(st.id + "\x00" + truncate(query, MaxQueryBytes))
+	_, ok := s.vectors.Get(st.id + "\x00" + clip.Bytes(query, MaxQueryBytes))
 	return ok
 }
 

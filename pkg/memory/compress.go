@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"agent/pkg/clip"
 	"agent/pkg/llm"
 	"agent/pkg/session"
 )
@@ -363,16 +364,16 @@ func (c *Compressor) transcript(msgs []llm.Message) (string, string) {
 		switch m.Role {
 		case llm.RoleUser:
 			user.WriteString(text + "\n")
-			lines = append(lines, "User: "+truncate(text, 4000))
+			lines = append(lines, "User: "+clip.Bytes(text, 4000))
 		case llm.RoleAssistant:
 			for _, tc := range m.ToolCalls {
-				lines = append(lines, "Assistant called "+tc.Function.Name+" "+truncate(tc.Function.Arguments, 300))
+				lines = append(lines, "Assistant called "+tc.Function.Name+" "+clip.Bytes(tc.Function.Arguments, 300))
 			}
 			if text != "" {
-				lines = append(lines, "Assistant: "+truncate(text, 4000))
+				lines = append(lines, "Assistant: "+clip.Bytes(text, 4000))
 			}
 		case llm.RoleTool:
-			lines = append(lines, "Tool result: "+truncate(collapseSpace(text), 300))
+			lines = append(lines, "Tool result: "+clip.Bytes(collapseSpace(text), 300))
 		}
 	}
 	size := 0
@@ -381,7 +382,7 @@ func (c *Compressor) transcript(msgs []llm.Message) (string, string) {
 		start--
 		size += len(lines[start]) + 1
 	}
-	return strings.Join(lines[start:], "\n"), truncate(user.String(), MaxQueryBytes)
+	return strings.Join(lines[start:], "\n"), clip.Bytes(user.String(), MaxQueryBytes)
 }
 
 const compressInstructions = `You maintain the long-term memory of an assistant about the user it talks to.
@@ -445,7 +446,7 @@ func (c *Compressor) extract(ctx context.Context, scope, transcript, userText st
 		}
 		if attempt == 2 {
 			c.logger.Warn("compression reply unusable twice; batch dropped (the session keeps its messages)",
-				"scope", scope, "err", perr, "reply", truncate(resp.Message.Content, 200))
+				"scope", scope, "err", perr, "reply", clip.Bytes(resp.Message.Content, 200))
 			return nil, true, nil
 		}
 		c.logger.Info("compression reply unusable; asking again", "err", perr)

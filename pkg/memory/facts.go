@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"agent/pkg/clip"
 )
 
 // Fact is one remembered statement.
@@ -82,9 +84,9 @@ func clean(in Input) (Input, error) {
 	}
 	in.Keywords = cleanList(in.Keywords)
 	in.Persons = cleanList(in.Persons)
-	in.Topic = truncate(collapseSpace(in.Topic), 100)
-	in.Time = truncate(collapseSpace(in.Time), 100)
-	in.Source = truncate(in.Source, 100)
+	in.Topic = clip.Bytes(collapseSpace(in.Topic), 100)
+	in.Time = clip.Bytes(collapseSpace(in.Time), 100)
+	in.Source = clip.Bytes(in.Source, 100)
 	return in, nil
 }
 
@@ -95,7 +97,7 @@ func cleanList(items []string) []string {
 	size := 0
 	for _, it := range items {
 		it = strings.ReplaceAll(collapseSpace(it), ",", " ")
-		it = truncate(it, 64)
+		it = clip.Bytes(it, 64)
 		if it == "" || slices.ContainsFunc(out, func(o string) bool { return strings.EqualFold(o, it) }) {
 			continue
 		}
@@ -109,17 +111,6 @@ func cleanList(items []string) []string {
 }
 
 func collapseSpace(s string) string { return strings.Join(strings.Fields(s), " ") }
-
-// truncate cuts s to at most n bytes on a rune boundary.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
-}
 
 func joinList(l []string) string { return strings.Join(l, ", ") }
 

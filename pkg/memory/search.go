@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"unicode"
+
+	"agent/pkg/clip"
 )
 
 // Hit is one retrieved fact.
@@ -33,7 +35,7 @@ type scored struct {
 
 // embedOne embeds a query or fact, through the embedding LRU.
 func (s *Store) embedOne(ctx context.Context, st *embedderState, text string) ([]float32, error) {
-	text = truncate(text, MaxQueryBytes)
+	text = clip.Bytes(text, MaxQueryBytes)
 	key := st.id + "\x00" + text
 	if v, ok := s.vectors.Get(key); ok {
 		return v, nil
@@ -122,7 +124,7 @@ func (s *Store) search(ctx context.Context, scope, query string, k int) ([]Hit, 
 		k = s.cfg.TopK
 	}
 	k = min(k, 100)
-	query = truncate(strings.TrimSpace(query), MaxQueryBytes)
+	query = clip.Bytes(strings.TrimSpace(query), MaxQueryBytes)
 	if query == "" {
 		return nil, nil
 	}

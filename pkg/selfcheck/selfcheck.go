@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"agent/pkg/clip"
 	"agent/pkg/errlog"
 	"agent/pkg/scheduler"
 )
@@ -340,7 +341,7 @@ func jobsItem(ctx context.Context, s Sources, since time.Time) Item {
 			last = j.LastRun
 		}
 		if j.Failures > 0 || j.State == scheduler.StateFailed {
-			failing = append(failing, fmt.Sprintf("#%d (%s, %d failure(s): %s)", j.ID, j.Owner, j.Failures, clip(j.LastError, 120)))
+			failing = append(failing, fmt.Sprintf("#%d (%s, %d failure(s): %s)", j.ID, j.Owner, j.Failures, clip.Line(j.LastError, 120)))
 		}
 	}
 	detail := fmt.Sprintf("%d active of %d", active, len(jobs))
@@ -516,7 +517,7 @@ func mcpItem(_ context.Context, s Sources, _ time.Time) Item {
 		if m.State == "failed" {
 			lvl = Warn
 			if m.LastError != "" {
-				p += " (" + clip(m.LastError, 120) + ")"
+				p += " (" + clip.Line(m.LastError, 120) + ")"
 			}
 		}
 		parts = append(parts, p)
@@ -558,17 +559,6 @@ func modelsItem(ctx context.Context, s Sources, _ time.Time) Item {
 		return notChecked("no models")
 	}
 	return Item{Level: lvl, Detail: strings.Join(parts, "; ")}
-}
-
-func clip(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n] + "…"
 }
 
 // metaKey is where the last report is kept.

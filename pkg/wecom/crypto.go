@@ -24,6 +24,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"agent/pkg/clip"
 )
 
 // Sentinel errors of the callback crypto. Callers answer ErrSignature and
@@ -159,7 +161,7 @@ func (c *Crypto) decrypt(msgSignature, timestamp, nonce, encrypted string) ([]by
 	}
 	msg, rid := body[:n], body[n:]
 	if string(rid) != c.receiveID {
-		return nil, fmt.Errorf("got %q: %w", truncate(string(rid), 64), ErrReceiveID)
+		return nil, fmt.Errorf("got %q: %w", clip.String(string(rid), 64), ErrReceiveID)
 	}
 	return bytes.Clone(msg), nil
 }
@@ -243,7 +245,7 @@ func (c *Crypto) ReplyXML(plaintext []byte, timestamp, nonce string) ([]byte, er
 func CheckTimestamp(ts string, now time.Time, maxSkew time.Duration) error {
 	sec, err := strconv.ParseInt(ts, 10, 64)
 	if err != nil {
-		return fmt.Errorf("wecom: check timestamp: %q is not Unix seconds: %w", truncate(ts, 32), ErrTimestamp)
+		return fmt.Errorf("wecom: check timestamp: %q is not Unix seconds: %w", clip.String(ts, 32), ErrTimestamp)
 	}
 	// Compare in seconds so absurd values cannot overflow a Duration.
 	limit := max(int64(maxSkew/time.Second), 0)
@@ -274,7 +276,7 @@ func ParseQuery(rawQuery string) (Query, error) {
 		k, v, _ := strings.Cut(kv, "=")
 		val, err := url.PathUnescape(v)
 		if err != nil {
-			return Query{}, fmt.Errorf("wecom: parse query: %s: %w", truncate(k, 32), err)
+			return Query{}, fmt.Errorf("wecom: parse query: %s: %w", clip.String(k, 32), err)
 		}
 		switch k {
 		case "msg_signature":
@@ -288,11 +290,4 @@ func ParseQuery(rawQuery string) (Query, error) {
 		}
 	}
 	return q, nil
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
 }

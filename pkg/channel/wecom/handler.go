@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"agent/pkg/clip"
 	wx "agent/pkg/wecom"
 )
 
@@ -122,7 +123,7 @@ func (h *Handler) receive(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !Known(m.MsgType) {
-		h.log().Warn("wecom message of unknown type ignored", "type", truncate(m.MsgType, 32), "from", m.FromUserName)
+		h.log().Warn("wecom message of unknown type ignored", "type", clip.String(m.MsgType, 32), "from", m.FromUserName)
 		ack(w)
 		return
 	}
@@ -166,11 +167,4 @@ func status(err error) int {
 		return http.StatusRequestEntityTooLarge
 	}
 	return http.StatusBadRequest
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
 }

@@ -13,6 +13,7 @@ import (
 
 	"agent/pkg/asr"
 	"agent/pkg/audio"
+	"agent/pkg/clip"
 	"agent/pkg/llm"
 	wx "agent/pkg/wecom"
 )
@@ -269,7 +270,7 @@ func clean(s string, n int) string {
 		return r
 	}, s)
 	if len(s) > n {
-		s = truncate(s, n)
+		s = clip.String(s, n)
 	}
 	return s
 }
