@@ -97,12 +97,25 @@ type Agent struct {
 	Timezone          string   `toml:"timezone"`
 	MaxToolIterations int      `toml:"max_tool_iterations"`
 	Owners            []string `toml:"owners"`
+	// WorkspaceQuotaMB bounds each user's private workspace (their files
+	// and uploads); 0 = no limit.
+	WorkspaceQuotaMB int `toml:"workspace_quota_mb"`
 }
 
 // Server is the [server] section.
 type Server struct {
 	Listen      string `toml:"listen"`
 	AdminSocket string `toml:"admin_socket"`
+	// AllowedHosts are the Host header values (names or addresses, an
+	// optional :port ignored) every HTTP path accepts; loopback names and
+	// addresses are always allowed. A request with another Host is
+	// refused (DNS rebinding). Empty: loopback only, plus the host of
+	// server.listen when it is not a wildcard.
+	AllowedHosts []string `toml:"allowed_hosts"`
+	// MaxConns caps concurrent HTTP connections (a share is kept free for
+	// /healthz); MaxConnsPerClient caps them per client address.
+	MaxConns          int `toml:"max_conns"`
+	MaxConnsPerClient int `toml:"max_conns_per_client"`
 }
 
 // LLM is the [llm] section.
@@ -150,6 +163,10 @@ type Memory struct {
 type Security struct {
 	DMPolicy  string   `toml:"dm_policy"`
 	AllowFrom []string `toml:"allow_from"`
+	// OwnerBroadcast lets agent.owners address many people at once
+	// through a tool (WeCom "@all", "a|b" lists, tag and department
+	// targets). Nobody else ever can. Default false.
+	OwnerBroadcast bool `toml:"owner_broadcast"`
 }
 
 // WeCom is the [wecom] section.
@@ -256,6 +273,9 @@ const (
 	defaultStateDir          = "var"
 	defaultTimezone          = "UTC"
 	defaultMaxToolIterations = 20
+	defaultWorkspaceQuotaMB  = 200
+	defaultMaxConns          = 1024
+	defaultMaxConnsPerClient = 64
 	defaultListen            = "127.0.0.1:8080"
 	adminSocketName          = "agent.sock"
 	defaultProvider          = ProviderOpenAI
@@ -289,10 +309,14 @@ func Default() *Config {
 			Timezone:          defaultTimezone,
 			MaxToolIterations: defaultMaxToolIterations,
 			Owners:            []string{},
+			WorkspaceQuotaMB:  defaultWorkspaceQuotaMB,
 		},
 		Server: Server{
-			Listen:      defaultListen,
-			AdminSocket: defaultStateDir + "/" + adminSocketName,
+			Listen:            defaultListen,
+			AdminSocket:       defaultStateDir + "/" + adminSocketName,
+			AllowedHosts:      []string{},
+			MaxConns:          defaultMaxConns,
+			MaxConnsPerClient: defaultMaxConnsPerClient,
 		},
 		LLM: LLM{
 			Provider:  defaultProvider,

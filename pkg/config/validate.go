@@ -84,6 +84,7 @@ func (p *parser) validateAgent(c *Config) {
 		}
 	}
 	p.checkPrincipals("agent.owners", a.Owners)
+	p.check("agent.workspace_quota_mb", a.WorkspaceQuotaMB >= 0, "must be 0 (no limit) or a positive number of MiB, not %d", a.WorkspaceQuotaMB)
 	if slices.Contains(a.Owners, "*") && !p.isBad("agent.owners") {
 		p.warn([]string{"agent", "owners"}, "", "contains \"*\": every sender is an owner and may approve pairings")
 	}
@@ -132,6 +133,15 @@ func (p *parser) validateServer(c *Config) {
 	if err := checkListen(c.Server.Listen); err != nil {
 		p.check("server.listen", false, "%v", err)
 	}
+	for i, h := range c.Server.AllowedHosts {
+		if !validHostName(h) {
+			p.problem([]string{"server", "allowed_hosts"}, fmt.Sprintf("server.allowed_hosts[%d]", i),
+				"invalid host %q (want a DNS name or an IP address, e.g. \"agent.example.com\" or \"192.168.1.20\")", h)
+		}
+	}
+	p.check("server.max_conns", c.Server.MaxConns >= 16 && c.Server.MaxConns <= 1<<16, "must be between 16 and 65536, not %d", c.Server.MaxConns)
+	p.check("server.max_conns_per_client", c.Server.MaxConnsPerClient >= 1 && c.Server.MaxConnsPerClient <= c.Server.MaxConns,
+		"must be between 1 and server.max_conns (%d), not %d", c.Server.MaxConns, c.Server.MaxConnsPerClient)
 	s := c.Server.AdminSocket
 	if s == "" {
 		// Only when state_dir is empty too, which has its own problem.
@@ -449,6 +459,33 @@ func validHeaderName(s string) bool {
 			continue
 		}
 		return false
+	}
+	return true
+}
+
+// validHostName accepts a DNS name (letters, digits, '-', '.', '_') or an IP
+// address, optionally with ":port"; "*" is not accepted.
+func validHostName(h string) bool {
+	if host, _, err := net.SplitHostPort(h); err == nil {
+		h = host
+	}
+	h = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
+	if h == "" || len(h) > 253 {
+		return false
+	}
+	if net.ParseIP(h) != nil {
+		return true
+	}
+	for _, label := range strings.Split(strings.TrimSuffix(h, "."), ".") {
+		if label == "" || len(label) > 63 {
+			return false
+		}
+		for i := 0; i < len(label); i++ {
+			c := label[i]
+			if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+				return false
+			}
+		}
 	}
 	return true
 }
