@@ -20,6 +20,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"agent/pkg/connlimit"
 )
 
 // Status is what GET /v1/status returns.
@@ -189,11 +191,22 @@ func Listen(path string) (net.Listener, error) {
 	return ln, nil
 }
 
+// MaxConns bounds the admin socket's connections. Its peers all count as
+// one client, so a full socket closes its stalest connection for a
+// newcomer (connlimit): agentctl keeps working while someone floods it.
+// No write timeout: a send waits for a whole agent turn.
+const MaxConns = 64
+
 // Serve runs the admin server until ctx ends.
 func Serve(ctx context.Context, ln net.Listener, b Backend, logger *slog.Logger) error {
+	lim := connlimit.Wrap(ln, connlimit.Config{Max: MaxConns, Logger: logger})
 	srv := &http.Server{
 		Handler:           Handler(b),
 		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		IdleTimeout:       time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ConnState:         lim.ConnState,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	go func() {
@@ -202,7 +215,7 @@ func Serve(ctx context.Context, ln net.Listener, b Backend, logger *slog.Logger)
 		defer cancel()
 		srv.Shutdown(sctx)
 	}()
-	err := srv.Serve(ln)
+	err := srv.Serve(lim)
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}

@@ -24,7 +24,7 @@ func TestUnitFilesVerify(t *testing.T) {
 		}
 		unit := strings.ReplaceAll(string(b), "/usr/local/bin/agent", "/bin/true")
 		for _, want := range []string{"Type=notify", "WatchdogSec=", "Restart=on-failure", "RestartPreventExitStatus=78",
-			"MemoryHigh=1600M", "MemoryMax=2G", "ProtectSystem=strict", "StateDirectory=", "NoNewPrivileges=yes", "PrivateTmp=yes", "ProtectHome=yes"} {
+			"MemoryHigh=1600M", "MemoryMax=2G", "LimitNOFILE=65536", "ProtectSystem=strict", "StateDirectory=", "NoNewPrivileges=yes", "PrivateTmp=yes", "ProtectHome=yes"} {
 			if !strings.Contains(unit, want) {
 				t.Errorf("%s lacks %s", name, want)
 			}
