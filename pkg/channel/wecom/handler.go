@@ -40,6 +40,13 @@ func (h *Handler) clock() Clock {
 	return RealClock
 }
 
+func (h *Handler) maxSkew() time.Duration {
+	if h.MaxSkew > 0 {
+		return h.MaxSkew
+	}
+	return DefaultMaxSkew
+}
+
 func (h *Handler) log() *slog.Logger {
 	if h.Logger != nil {
 		return h.Logger
@@ -61,6 +68,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // verify answers WeCom's URL verification with the bare decrypted echostr.
+// Like a POST, it is refused (403) when the signature is wrong or the
+// timestamp is outside the skew window: a recorded verification cannot be
+// replayed later to probe the key.
 func (h *Handler) verify(w http.ResponseWriter, r *http.Request) {
 	q, err := wx.ParseQuery(r.URL.RawQuery)
 	if err != nil || q.MsgSignature == "" || q.EchoStr == "" {
@@ -73,6 +83,14 @@ func (h *Handler) verify(w http.ResponseWriter, r *http.Request) {
 		code := status(err)
 		h.log().Warn("wecom url verification refused", "remote", r.RemoteAddr, "code", code, "err", err)
 		http.Error(w, http.StatusText(code), code)
+		return
+	}
+	// Checked after the signature (so a forged request is named as such),
+	// before anything is answered.
+	if err := wx.CheckTimestamp(q.Timestamp, h.clock().Now(), h.maxSkew()); err != nil {
+		h.log().Warn("wecom url verification refused: timestamp out of range (replay, or is the clock wrong?)",
+			"remote", r.RemoteAddr, "code", http.StatusForbidden, "err", err)
+		http.Error(w, http.StatusText(http.StatusForbidden), http.StatusForbidden)
 		return
 	}
 	h.log().Info("wecom url verification answered", "remote", r.RemoteAddr)
@@ -109,11 +127,7 @@ func (h *Handler) receive(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, r, http.StatusForbidden, "bad signature", wx.ErrSignature)
 		return
 	}
-	skew := h.MaxSkew
-	if skew <= 0 {
-		skew = DefaultMaxSkew
-	}
-	if err := wx.CheckTimestamp(q.Timestamp, h.clock().Now(), skew); err != nil {
+	if err := wx.CheckTimestamp(q.Timestamp, h.clock().Now(), h.maxSkew()); err != nil {
 		h.refuse(w, r, http.StatusForbidden, "timestamp out of range (replay, or is the clock wrong?)", err)
 		return
 	}

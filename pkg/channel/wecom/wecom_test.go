@@ -21,6 +21,7 @@ import (
 // signature is 403 and nothing is stored.
 func TestVerifyURL(t *testing.T) {
 	r := newRig(t, "")
+	r.clock.Advance(time.Unix(1409659589, 0).Sub(r.clock.Now())) // the sample's time
 	const echostr = "P9nAzCzyDtyTWESHep1vC5X9xho/qYX3Zpb4yKa9SKld1DsH3Iyt3tP3zNdtp+4RPcs8TgAE7OaBO+FZXvnaqQ=="
 	for _, raw := range []string{echostr, url.QueryEscape(echostr)} {
 		req := httptestRequest(t, "GET", "/wecom/callback?msg_signature=5c45ff5e21c57e6ad56bac8758b79b1d9ac89fd3&timestamp=1409659589&nonce=263014780&echostr="+raw, nil)
@@ -41,6 +42,51 @@ func TestVerifyURL(t *testing.T) {
 	}
 	if n := r.count(`SELECT count(*) FROM wecom_inbox`); n != 0 {
 		t.Fatalf("%d rows stored", n)
+	}
+}
+
+// URL verification enforces the same timestamp window as a POST: a
+// correctly signed verification recorded earlier (or stamped in the
+// future) is refused 403 and its echostr is not revealed; inside the window
+// it is answered, at both edges.
+func TestVerifyURLTimestampWindow(t *testing.T) {
+	r := newRig(t, "")
+	now := r.clock.Now().Unix()
+	skew := int64(DefaultMaxSkew / time.Second)
+	cases := []struct {
+		name string
+		ts   string
+		want int
+	}{
+		{"now", strconv.FormatInt(now, 10), http.StatusOK},
+		{"oldest allowed", strconv.FormatInt(now-skew, 10), http.StatusOK},
+		{"newest allowed", strconv.FormatInt(now+skew, 10), http.StatusOK},
+		{"replayed an hour later", strconv.FormatInt(now-3600, 10), http.StatusForbidden},
+		{"just too old", strconv.FormatInt(now-skew-1, 10), http.StatusForbidden},
+		{"from the future", strconv.FormatInt(now+skew+1, 10), http.StatusForbidden},
+		{"the 2014 sample", "1409659589", http.StatusForbidden},
+		{"not a number", "yesterday", http.StatusForbidden},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			req, err := wecomtest.VerifyRequest(r.crypto, "http://agent/wecom/callback", "secret-echo", c.ts, strconv.Itoa(i), true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			code, body := r.serve(req)
+			if code != c.want {
+				t.Fatalf("timestamp %s: %d %q, want %d", c.ts, code, body, c.want)
+			}
+			if leaked := strings.Contains(body, "secret-echo"); leaked != (c.want == http.StatusOK) {
+				t.Fatalf("timestamp %s: body %q", c.ts, body)
+			}
+		})
+	}
+	// A custom MaxSkew applies to verification too.
+	r.handler.MaxSkew = 30 * time.Second
+	req, _ := wecomtest.VerifyRequest(r.crypto, "http://agent/wecom/callback", "e", strconv.FormatInt(now-31, 10), "x", false)
+	if code, _ := r.serve(req); code != http.StatusForbidden {
+		t.Fatalf("31 s old with a 30 s window: %d, want 403", code)
 	}
 }
 
