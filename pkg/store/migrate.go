@@ -192,6 +192,14 @@ CREATE TABLE error_log (
 	msg       TEXT    NOT NULL,
 	attrs     TEXT    NOT NULL DEFAULT ''
 ) STRICT;`},
+	// pkg/channel/wecom: exactly-once sends. first_try_at is when a row's
+	// first send attempt began (NULL before), dup_window the WeCom
+	// duplicate_check_interval in seconds every attempt of the row carries
+	// (0: sent without the check).
+	{Name: "wecom_outbox_dedup", SQL: `
+ALTER TABLE wecom_outbox ADD COLUMN first_try_at INTEGER;
+ALTER TABLE wecom_outbox ADD COLUMN dup_window INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX wecom_outbox_tried ON wecom_outbox(to_user, first_try_at) WHERE first_try_at IS NOT NULL;`},
 }
 
 // SchemaVersion is the version this binary writes.
