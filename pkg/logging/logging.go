@@ -4,10 +4,14 @@
 package logging
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,32 +24,61 @@ type Options struct {
 	JSON     bool
 }
 
-// Scrubber replaces secret values in log output. Update it on reload.
+// Scrubber replaces secret values in log output and in the error texts the
+// daemon keeps in its database. Update it on reload. A nil *Scrubber still
+// removes the well-known secret shapes (ScrubPatterns).
 type Scrubber struct {
 	r atomic.Pointer[strings.Replacer]
 }
 
 // Set installs the secrets to scrub (empty strings and very short values
-// are ignored: scrubbing "a" would destroy every line).
+// are ignored: scrubbing "a" would destroy every line). A secret is also
+// replaced where it appears URL-escaped or JSON-escaped; longer secrets win
+// over shorter ones they contain.
 func (s *Scrubber) Set(secrets []string) {
-	var pairs []string
+	seen := map[string]bool{}
+	var forms []string
 	for _, v := range secrets {
-		if len(v) >= 4 {
-			pairs = append(pairs, v, "***")
+		if len(v) < 4 {
+			continue
 		}
+		for _, f := range []string{v, url.QueryEscape(v), url.PathEscape(v), jsonEscape(v)} {
+			if !seen[f] {
+				seen[f] = true
+				forms = append(forms, f)
+			}
+		}
+	}
+	// strings.Replacer tries the pairs in order at each position: a secret
+	// that starts with another one must come first, or its tail leaks.
+	slices.SortStableFunc(forms, func(a, b string) int { return cmp.Compare(len(b), len(a)) })
+	pairs := make([]string, 0, 2*len(forms))
+	for _, f := range forms {
+		pairs = append(pairs, f, "***")
 	}
 	s.r.Store(strings.NewReplacer(pairs...))
 }
 
-// Scrub returns v with the configured secrets replaced (the database error
-// log, pkg/errlog, stores records scrubbed the same way).
+func jsonEscape(v string) string {
+	b, err := json.Marshal(v)
+	if err != nil || len(b) < 2 {
+		return v
+	}
+	return string(b[1 : len(b)-1])
+}
+
+// Scrub returns v with the configured secrets replaced, then the
+// well-known secret shapes (ScrubPatterns). The database error log
+// (pkg/errlog) and the scheduler's job errors store texts scrubbed by it.
 func (s *Scrubber) Scrub(v string) string { return s.scrub(v) }
 
 func (s *Scrubber) scrub(v string) string {
-	if r := s.r.Load(); r != nil {
-		return r.Replace(v)
+	if s != nil {
+		if r := s.r.Load(); r != nil {
+			v = r.Replace(v)
+		}
 	}
-	return v
+	return ScrubPatterns(v)
 }
 
 // ParseLevel maps a level name to slog.Level.
@@ -66,13 +99,21 @@ func New(w io.Writer, level *slog.LevelVar, opts Options, scrub *Scrubber) *slog
 			if len(groups) == 0 && a.Key == slog.TimeKey && opts.Journald {
 				return slog.Attr{}
 			}
-			if scrub != nil {
-				switch a.Value.Kind() {
-				case slog.KindString:
-					a.Value = slog.StringValue(scrub.scrub(a.Value.String()))
-				case slog.KindAny:
-					if err, ok := a.Value.Any().(error); ok {
-						a.Value = slog.StringValue(scrub.scrub(err.Error()))
+			// A nil scrub still removes the well-known secret shapes.
+			switch a.Value.Kind() {
+			case slog.KindString:
+				a.Value = slog.StringValue(scrub.scrub(a.Value.String()))
+			case slog.KindAny:
+				switch v := a.Value.Any().(type) {
+				case error:
+					a.Value = slog.StringValue(scrub.scrub(v.Error()))
+				default:
+					// A URL, a request, a struct: printed as the text
+					// handler would, replaced only when it held a secret
+					// (the JSON handler keeps its encoding of clean values).
+					str := fmt.Sprintf("%+v", v)
+					if clean := scrub.scrub(str); clean != str {
+						a.Value = slog.StringValue(clean)
 					}
 				}
 			}
