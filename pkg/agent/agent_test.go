@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"agent/pkg/llm"
+	"agent/pkg/recipient"
 	"agent/pkg/session"
 	"agent/pkg/store"
 	"agent/pkg/tools"
@@ -393,22 +394,43 @@ func TestStreamEmitsText(t *testing.T) {
 
 func TestMessageTool(t *testing.T) {
 	var got []string
-	tool := MessageTool(func(ctx context.Context, channel, to, text string) error {
+	policy := recipient.Policy{IsOwner: func(p string) bool { return p == "wecom:boss" }}
+	tool := MessageTool(policy, func(ctx context.Context, channel, to, text string) error {
 		got = append(got, channel+"|"+to+"|"+text)
 		return nil
 	})
 	reg := tools.NewRegistry()
 	mustRegister(t, reg, tool)
 	ctx := context.Background()
-	if _, err := reg.Run(ctx, "message", tools.Call{Args: json.RawMessage(`{"to":"bob","text":"hi"}`), Channel: "wecom"}); err != nil {
+	boss := tools.Call{Channel: "wecom", User: "boss", Session: "p2p:wecom:boss"}
+	alice := tools.Call{Channel: "wecom", User: "alice", Session: "p2p:wecom:alice"}
+	run := func(c tools.Call, args string) error {
+		c.Args = json.RawMessage(args)
+		_, err := reg.Run(ctx, "message", c)
+		return err
+	}
+	if err := run(boss, `{"to":"bob","text":"hi"}`); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(alice, `{"to":"wecom:alice","text":"note to self"}`); err != nil {
 		t.Fatal(err)
 	}
 	for _, bad := range []string{`{"to":"bob"}`, `{"to":"","text":"x"}`, `{"to":"bob","text":"x","cc":"y"}`} {
-		if _, err := reg.Run(ctx, "message", tools.Call{Args: json.RawMessage(bad), Channel: "wecom"}); err == nil {
+		if err := run(boss, bad); err == nil {
 			t.Errorf("%s: no error", bad)
 		}
 	}
-	if len(got) != 1 || got[0] != "wecom|bob|hi" {
+	// The attack: a user addressing colleagues, everyone, or a list.
+	for _, to := range []string{"bob", "@all", "ceo|cfo|hr", "tag:1"} {
+		err := run(alice, `{"to":"`+to+`","text":"x"}`)
+		if !errors.Is(err, recipient.ErrRefused) {
+			t.Errorf("alice to %s: %v, want refused", to, err)
+		}
+	}
+	if err := run(boss, `{"to":"@all","text":"x"}`); !errors.Is(err, recipient.ErrRefused) {
+		t.Errorf("owner to @all without owner_broadcast: %v", err)
+	}
+	if strings.Join(got, ",") != "wecom|bob|hi,wecom|alice|note to self" {
 		t.Errorf("sent %v", got)
 	}
 }

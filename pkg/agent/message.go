@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"agent/pkg/recipient"
 	"agent/pkg/tools"
 )
 
@@ -19,12 +20,14 @@ type messageArgs struct {
 const maxMessageText = 8 << 10
 
 // MessageTool returns the message tool: send text to a user on a channel.
-// send delivers it (the outbox); its error goes back to the model. An empty
-// channel means the channel of the conversation that called the tool.
-func MessageTool(send func(ctx context.Context, channel, to, text string) error) tools.Tool {
+// policy decides whom the caller may address (recipient.Policy: themselves
+// and their conversation; owners any single user); send delivers it (the
+// outbox); its error goes back to the model. An empty channel means the
+// channel of the conversation that called the tool.
+func MessageTool(policy recipient.Policy, send func(ctx context.Context, channel, to, text string) error) tools.Tool {
 	return tools.Tool{
 		Name:        "message",
-		Description: "Send a text message to a user on a channel (for example to notify someone other than the person you are talking to). Returns once the message is queued for delivery.",
+		Description: "Send a text message on a channel: to the person you are talking to, or (for the assistant's owners only) to another single user. Messages to everyone or to lists are refused. Returns once the message is queued for delivery.",
 		Schema:      tools.SchemaFor[messageArgs](),
 		Handler: func(ctx context.Context, call tools.Call) (string, error) {
 			args, err := tools.Decode[messageArgs](call.Args)
@@ -45,6 +48,10 @@ func MessageTool(send func(ctx context.Context, channel, to, text string) error)
 				return "", fmt.Errorf("%w: text must not be empty", tools.ErrBadArgs)
 			case len(args.Text) > maxMessageText:
 				return "", fmt.Errorf("%w: text is %d bytes, at most %d allowed; split it", tools.ErrBadArgs, len(args.Text), maxMessageText)
+			}
+			to, err = policy.Check(recipient.Caller{Channel: call.Channel, User: call.User, Session: call.Session}, channel, to)
+			if err != nil {
+				return "", fmt.Errorf("message not sent: %w", err)
 			}
 			if err := send(ctx, channel, to, args.Text); err != nil {
 				return "", fmt.Errorf("message to %s on %s not sent: %w", to, channel, err)

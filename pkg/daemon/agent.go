@@ -15,6 +15,7 @@ import (
 	"agent/pkg/llm"
 	"agent/pkg/localmodels"
 	"agent/pkg/memory"
+	"agent/pkg/recipient"
 	"agent/pkg/runner"
 	"agent/pkg/session"
 	"agent/pkg/tools"
@@ -59,7 +60,7 @@ func (d *Daemon) startBrain(cfg *config.Config) (b *brain, err error) {
 			return nil, err
 		}
 	}
-	if err := reg.Register(agent.MessageTool(d.sendOut)); err != nil {
+	if err := reg.Register(agent.MessageTool(d.recipients(), d.sendOut)); err != nil {
 		return nil, err
 	}
 	for _, t := range d.wecomMediaTools(ws) { // pkg/daemon/wecom.go
@@ -157,9 +158,23 @@ func (b *brain) close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// recipients is the rule for whom a tool call may address (it follows
+// reloads of agent.owners and security.owner_broadcast).
+func (d *Daemon) recipients() recipient.Policy {
+	return recipient.Policy{
+		IsOwner:        d.isOwner,
+		OwnerBroadcast: func() bool { return d.config().Security.OwnerBroadcast },
+	}
+}
+
 // sendOut delivers a message the model asked to send to someone: WeCom
 // through its outbox (pkg/daemon/wecom.go); no other channel is connected.
+// Callers check the recipient (recipients); as a last guard nothing goes
+// to many people at once unless security.owner_broadcast allows it.
 func (d *Daemon) sendOut(ctx context.Context, channel, to, text string) error {
+	if recipient.Broadcast(to) && !d.config().Security.OwnerBroadcast {
+		return fmt.Errorf("%w: %q addresses many people at once (security.owner_broadcast is off)", recipient.ErrRefused, to)
+	}
 	if channel == "wecom" {
 		return d.sendWeCom(ctx, to, text)
 	}

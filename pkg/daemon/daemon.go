@@ -453,6 +453,9 @@ func (d *Daemon) Reload(ctx context.Context) error {
 	d.mu.Lock()
 	d.cfg = next
 	d.mu.Unlock()
+	if d.brain != nil && d.brain.sched != nil {
+		d.enforceJobRecipients(ctx) // owners or owner_broadcast may have changed
+	}
 	d.notify("STATUS=configuration reloaded")
 	d.logger.Info("configuration reloaded", "file", next.Path)
 	return nil

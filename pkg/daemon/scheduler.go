@@ -12,6 +12,7 @@ import (
 	"agent/pkg/admin"
 	"agent/pkg/config"
 	"agent/pkg/conversation"
+	"agent/pkg/recipient"
 	"agent/pkg/scheduler"
 	"agent/pkg/tools"
 )
@@ -44,6 +45,7 @@ func (d *Daemon) startScheduler(b *brain, reg *tools.Registry, cfg *config.Confi
 		Location: cfg.Location(),
 		Send:     d.sendOut,
 		Prompt:   d.schedulePrompt,
+		Check:    d.checkJobRecipient,
 		Logger:   d.logger,
 	})
 	if err != nil {
@@ -63,6 +65,7 @@ func (d *Daemon) runScheduler() {
 	if d.brain == nil || d.brain.sched == nil {
 		return
 	}
+	d.enforceJobRecipients(context.Background())
 	if err := d.brain.sched.s.Start(context.Background()); err != nil {
 		d.logger.Error("scheduled jobs are not running", "err", err)
 		d.checker.Register("scheduler", func(context.Context) error { return err })
@@ -76,6 +79,29 @@ func (p *schedPart) close(ctx context.Context) error {
 		return nil
 	}
 	return p.s.Close(ctx)
+}
+
+// checkJobRecipient is the scheduler's recipient rule: the job's owner
+// (a user scope) addresses to on channel as a caller would.
+func (d *Daemon) checkJobRecipient(owner, channel, to string) error {
+	ch, user, _ := strings.Cut(owner, ":")
+	_, err := d.recipients().Check(recipient.Caller{Channel: ch, User: user}, channel, to)
+	return err
+}
+
+// enforceJobRecipients disables stored jobs whose owner may not address
+// their recipient (made before recipients were checked, or an owner who
+// is no longer one) and tells the owners, once.
+func (d *Daemon) enforceJobRecipients(ctx context.Context) {
+	bad, err := d.brain.sched.s.Enforce(ctx)
+	if err != nil {
+		d.logger.Error("scheduled jobs: checking recipients failed", "err", err)
+		return
+	}
+	if len(bad) == 0 {
+		return
+	}
+	d.notifyOwners(ctx, scheduler.DisabledNotice(bad))
 }
 
 // isOwner reports whether user ("wecom:alice") is one of agent.owners.

@@ -152,7 +152,8 @@ func (d *Daemon) wecomRecognizer() wch.Recognizer {
 // the workspace ws; they work once the channel runs.
 func (d *Daemon) wecomMediaTools(ws *tools.Workspace) []tools.Tool {
 	return wch.MediaTools(wch.ToolDeps{
-		Open: ws.Open,
+		Open:       ws.Open,
+		Recipients: d.recipients(),
 		Upload: func(ctx context.Context, kind, name string, r io.Reader, size int64) (string, error) {
 			if d.wecom == nil {
 				return "", errors.New("the wecom channel is not enabled on this agent")

@@ -107,7 +107,11 @@ type Config struct {
 	Location *time.Location // default zone of new jobs; default UTC
 	Send     SendFunc
 	Prompt   PromptFunc // nil: llm_task jobs fail with a clear error
-	Logger   *slog.Logger
+	// Check says whether owner (a user scope, "wecom:alice") may address
+	// to on channel (recipient.Policy); nil allows every recipient. It is
+	// asked when a job is added, before each action, and by Enforce.
+	Check  func(owner, channel, to string) error
+	Logger *slog.Logger
 
 	Grace         time.Duration // default DefaultGrace
 	MaxPerOwner   int           // active jobs per owner; default DefaultMaxPerOwner
@@ -191,6 +195,9 @@ func (s *Scheduler) Location() *time.Location { return s.c.Location }
 // and starts the loop.
 func (s *Scheduler) Start(ctx context.Context) error {
 	if err := s.recover(ctx, s.clock.Now()); err != nil {
+		return err
+	}
+	if _, err := s.Enforce(ctx); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -364,6 +371,9 @@ func (s *Scheduler) act(j Job) (err error) {
 			err = fmt.Errorf("action panicked: %v", v)
 		}
 	}()
+	if err := s.checkRecipient(j.Owner, j.Channel, j.To); err != nil {
+		return err
+	}
 	text := j.Payload
 	if j.Action == ActionLLMTask {
 		if s.c.Prompt == nil {

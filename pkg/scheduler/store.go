@@ -60,6 +60,9 @@ func (s *Scheduler) Add(ctx context.Context, n NewJob) (Job, error) {
 	case (n.Cron == "") == (n.At == ""):
 		return Job{}, fmt.Errorf("%w: give either a cron expression (recurring) or an at time (once), not both or neither", ErrInvalid)
 	}
+	if err := s.checkRecipient(n.Owner, n.Channel, n.To); err != nil {
+		return Job{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
 	loc, err := LoadZone(n.TZ, s.c.Location)
 	if err != nil {
 		return Job{}, err

@@ -237,7 +237,7 @@ type apiStatus struct {
 
 func (s apiStatus) err() error {
 	if s.ErrCode != nil && *s.ErrCode != 0 {
-		return &APIError{Code: *s.ErrCode, Msg: s.ErrMsg}
+		return &APIError{Code: *s.ErrCode, Msg: RedactCredentials(s.ErrMsg)}
 	}
 	return nil
 }

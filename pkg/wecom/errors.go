@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"regexp"
 )
 
 // Decision sentinels an *APIError matches with errors.Is.
@@ -91,7 +92,7 @@ type netError struct {
 	Err error
 }
 
-func (e *netError) Error() string { return e.Op + ": " + e.Err.Error() }
+func (e *netError) Error() string { return RedactCredentials(e.Op + ": " + e.Err.Error()) }
 func (e *netError) Unwrap() error { return e.Err }
 
 // redact turns an *url.Error, whose text holds the full URL with
@@ -115,4 +116,17 @@ func redactInner(err error) error {
 		return errors.New(ue.Op + " (redacted url): " + fmt.Sprint(redactInner(ue.Err)))
 	}
 	return err
+}
+
+// credentialRE finds an access token or corp secret given as a parameter
+// (access_token=..., "corpsecret": "...") in free text.
+var credentialRE = regexp.MustCompile(`(?i)\b(access_token|corpsecret)("?\s*[=:]\s*"?)[^\s&"',;)\]}]+`)
+
+// RedactCredentials replaces the values of access_token and corpsecret
+// parameters in s with "***". Error texts from the API (errmsg) and from
+// the transport pass through it before they are returned, logged or
+// stored; a configured secret echoed without its name is the log
+// scrubber's job.
+func RedactCredentials(s string) string {
+	return credentialRE.ReplaceAllString(s, "${1}${2}***")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Article is one card of a news message; SendLink sends a single one.
@@ -35,7 +36,9 @@ type newsBody struct {
 	Articles []Article `json:"articles"`
 }
 
-// sendRequest is the message/send body.
+// sendRequest is the message/send body. Its JSON encoding is deterministic
+// (struct order, no maps): the same message with the same options encodes
+// to the same bytes, which WeCom's duplicate check compares.
 type sendRequest struct {
 	ToUser   string     `json:"touser"`
 	MsgType  string     `json:"msgtype"`
@@ -47,6 +50,39 @@ type sendRequest struct {
 	Video    *mediaBody `json:"video,omitempty"`
 	File     *mediaBody `json:"file,omitempty"`
 	News     *newsBody  `json:"news,omitempty"`
+	// Omitted when zero: a message without the duplicate check is encoded
+	// as it always was.
+	EnableDuplicateCheck   int   `json:"enable_duplicate_check,omitempty"`
+	DuplicateCheckInterval int64 `json:"duplicate_check_interval,omitempty"`
+}
+
+// MaxDuplicateCheck is the longest duplicate_check_interval WeCom accepts
+// (documented: at most 4 hours); DefaultDuplicateCheck is what WeCom uses
+// when the interval is not given (1800 s).
+const (
+	MaxDuplicateCheck     = 4 * time.Hour
+	DefaultDuplicateCheck = 30 * time.Minute
+)
+
+// SendOption adjusts one message/send request.
+type SendOption func(*sendRequest)
+
+// DuplicateCheck turns on WeCom's duplicate check for the message
+// (enable_duplicate_check=1, duplicate_check_interval=interval): WeCom
+// does not deliver a request whose JSON is the same as one it accepted
+// within the interval. Same JSON means the same recipient, application,
+// type, content and the same two check fields, so every attempt of one
+// message must use the same interval. The interval is rounded up to whole
+// seconds and capped at MaxDuplicateCheck; zero or less sends no check.
+func DuplicateCheck(interval time.Duration) SendOption {
+	return func(r *sendRequest) {
+		if interval <= 0 {
+			r.EnableDuplicateCheck, r.DuplicateCheckInterval = 0, 0
+			return
+		}
+		sec := int64((min(interval, MaxDuplicateCheck) + time.Second - 1) / time.Second)
+		r.EnableDuplicateCheck, r.DuplicateCheckInterval = 1, sec
+	}
 }
 
 type sendAnswer struct {
@@ -56,32 +92,32 @@ type sendAnswer struct {
 }
 
 // SendText sends a text message of at most MaxTextBytes bytes (use Split).
-func (c *Client) SendText(ctx context.Context, toUser, text string) error {
+func (c *Client) SendText(ctx context.Context, toUser, text string, opts ...SendOption) error {
 	if err := checkText("send text", text); err != nil {
 		return err
 	}
-	return c.send(ctx, "send text", sendRequest{ToUser: toUser, MsgType: "text", Text: &textBody{Content: text}})
+	return c.send(ctx, "send text", sendRequest{ToUser: toUser, MsgType: "text", Text: &textBody{Content: text}}, opts)
 }
 
 // SendMarkdown sends a markdown message of at most MaxTextBytes bytes.
-func (c *Client) SendMarkdown(ctx context.Context, toUser, text string) error {
+func (c *Client) SendMarkdown(ctx context.Context, toUser, text string, opts ...SendOption) error {
 	if err := checkText("send markdown", text); err != nil {
 		return err
 	}
-	return c.send(ctx, "send markdown", sendRequest{ToUser: toUser, MsgType: "markdown", Markdown: &textBody{Content: text}})
+	return c.send(ctx, "send markdown", sendRequest{ToUser: toUser, MsgType: "markdown", Markdown: &textBody{Content: text}}, opts)
 }
 
 // SendMedia sends uploaded media: kind is image, voice, file or video.
-func (c *Client) SendMedia(ctx context.Context, toUser, kind, mediaID string) error {
-	return c.sendMedia(ctx, toUser, kind, mediaID, "", "")
+func (c *Client) SendMedia(ctx context.Context, toUser, kind, mediaID string, opts ...SendOption) error {
+	return c.sendMedia(ctx, toUser, kind, mediaID, "", "", opts)
 }
 
 // SendVideo sends an uploaded video with a title and description.
-func (c *Client) SendVideo(ctx context.Context, toUser, mediaID, title, description string) error {
-	return c.sendMedia(ctx, toUser, MediaVideo, mediaID, title, description)
+func (c *Client) SendVideo(ctx context.Context, toUser, mediaID, title, description string, opts ...SendOption) error {
+	return c.sendMedia(ctx, toUser, MediaVideo, mediaID, title, description, opts)
 }
 
-func (c *Client) sendMedia(ctx context.Context, toUser, kind, mediaID, title, description string) error {
+func (c *Client) sendMedia(ctx context.Context, toUser, kind, mediaID, title, description string, opts []SendOption) error {
 	op := "send " + kind
 	if mediaID == "" {
 		return fmt.Errorf("wecom: %s: empty media id", op)
@@ -101,11 +137,16 @@ func (c *Client) sendMedia(ctx context.Context, toUser, kind, mediaID, title, de
 	default:
 		return fmt.Errorf("wecom: send media: unknown kind %q (want image, voice, video or file)", kind)
 	}
-	return c.send(ctx, op, req)
+	return c.send(ctx, op, req, opts)
 }
 
 // SendNews sends 1 to 8 link cards.
 func (c *Client) SendNews(ctx context.Context, toUser string, articles ...Article) error {
+	return c.SendNewsWith(ctx, toUser, articles, nil)
+}
+
+// SendNewsWith sends 1 to 8 link cards with options.
+func (c *Client) SendNewsWith(ctx context.Context, toUser string, articles []Article, opts []SendOption) error {
 	const op = "send news"
 	if len(articles) == 0 || len(articles) > maxArticles {
 		return fmt.Errorf("wecom: %s: %d articles, want 1 to %d", op, len(articles), maxArticles)
@@ -120,17 +161,22 @@ func (c *Client) SendNews(ctx context.Context, toUser string, articles ...Articl
 			return fmt.Errorf("wecom: %s: article %d: description over %d bytes: %w", op, i, maxArticleDescribe, ErrContentTooLong)
 		}
 	}
-	return c.send(ctx, op, sendRequest{ToUser: toUser, MsgType: "news", News: &newsBody{Articles: articles}})
+	return c.send(ctx, op, sendRequest{ToUser: toUser, MsgType: "news", News: &newsBody{Articles: articles}}, opts)
 }
 
 // SendLink sends one link card.
-func (c *Client) SendLink(ctx context.Context, toUser, title, description, link, picURL string) error {
-	return c.SendNews(ctx, toUser, Article{Title: title, Description: description, URL: link, PicURL: picURL})
+func (c *Client) SendLink(ctx context.Context, toUser, title, description, link, picURL string, opts ...SendOption) error {
+	return c.SendNewsWith(ctx, toUser, []Article{{Title: title, Description: description, URL: link, PicURL: picURL}}, opts)
 }
 
-func (c *Client) send(ctx context.Context, op string, req sendRequest) error {
+func (c *Client) send(ctx context.Context, op string, req sendRequest, opts []SendOption) error {
 	if req.ToUser == "" {
 		return fmt.Errorf("wecom: %s: empty recipient", op)
+	}
+	for _, o := range opts {
+		if o != nil {
+			o(&req)
+		}
 	}
 	req.AgentID = c.AgentID
 	ans, err := postJSON[sendAnswer](ctx, c, op, "/cgi-bin/message/send", req)

@@ -21,6 +21,7 @@ import (
 	"agent/pkg/asr"
 	"agent/pkg/asr/asrtest"
 	"agent/pkg/conversation"
+	"agent/pkg/recipient"
 	"agent/pkg/tools"
 	wx "agent/pkg/wecom"
 	"agent/pkg/wecom/wecomtest"
@@ -228,6 +229,8 @@ func mediaTools(t *testing.T, r *rig, ws string) (*tools.Registry, *atomic.Int32
 			return r.client.UploadMedia(ctx, kind, name, rd, size)
 		},
 		Deliver: r.proc.Deliver,
+		// alice is an owner: she may send to others; carol is not.
+		Recipients: recipient.Policy{IsOwner: func(p string) bool { return p == "wecom:alice" }},
 	}) {
 		if err := reg.Register(tool); err != nil {
 			t.Fatal(err)
@@ -292,6 +295,40 @@ func TestSendImageOrdered(t *testing.T) {
 	if len(bob) != 3 || bob[0].Content != "a text first" || bob[1].MsgType != "image" || bob[2].MsgType != "news" ||
 		bob[2].Articles[0].URL != "https://example.com/cats" || bob[2].Articles[0].Title != "Cats" {
 		t.Fatalf("bob got %+v", bob)
+	}
+}
+
+// The attack: a user (not an owner) sends a workspace file or a link card
+// to a colleague, to everyone or to a list. Refused before any upload.
+func TestSendToOthersRefused(t *testing.T) {
+	r, ws := mediaRig(t, false, nil)
+	if err := os.WriteFile(filepath.Join(ws, "cat.png"), pngBytes(t), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	reg, uploads := mediaTools(t, r, ws)
+	r.start()
+	carol := func(args map[string]string) tools.Call {
+		c := toolCall(args)
+		c.User, c.Session = "carol", "p2p:wecom:carol"
+		return c
+	}
+	for _, to := range []string{"bob", "@all", "ceo|cfo|hr", "wecom:bob"} {
+		if _, err := reg.Run(context.Background(), "send_image", carol(map[string]string{"path": "cat.png", "to": to})); !errors.Is(err, recipient.ErrRefused) {
+			t.Errorf("send_image to %s: %v", to, err)
+		}
+		if _, err := reg.Run(context.Background(), "send_link", carol(map[string]string{"title": "x", "url": "https://example.com", "to": to})); !errors.Is(err, recipient.ErrRefused) {
+			t.Errorf("send_link to %s: %v", to, err)
+		}
+	}
+	if n := uploads.Load(); n != 0 {
+		t.Errorf("%d uploads for refused sends", n)
+	}
+	if _, err := reg.Run(context.Background(), "send_image", carol(map[string]string{"path": "cat.png"})); err != nil {
+		t.Fatalf("carol to herself: %v", err)
+	}
+	eventually(t, r.clock, time.Second, "carol's picture", func() bool { return len(r.api.Messages()) == 1 })
+	if m := r.api.Messages()[0]; m.ToUser != "carol" {
+		t.Fatalf("sent to %s", m.ToUser)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"agent/pkg/recipient"
 	"agent/pkg/tools"
 	wx "agent/pkg/wecom"
 )
@@ -27,6 +28,9 @@ type ToolDeps struct {
 	// Deliver queues a media message for a user, in order with their
 	// text replies (Processor.Deliver).
 	Deliver func(ctx context.Context, toUser string, m OutMedia) error
+	// Recipients decides whom a call may send to (the user of the
+	// conversation; owners any single user).
+	Recipients recipient.Policy
 }
 
 type sendFileArgs struct {
@@ -114,8 +118,9 @@ func MediaTools(d ToolDeps) []tools.Tool {
 	}
 }
 
-// recipient is args' to, or the conversation's user.
-func recipient(call tools.Call, to string) (string, error) {
+// recipient is args' to, or the conversation's user, when the caller may
+// address them (ToolDeps.Recipients).
+func (d ToolDeps) recipient(call tools.Call, to string) (string, error) {
 	to = strings.TrimPrefix(strings.TrimSpace(to), Channel+":")
 	if to == "" {
 		if call.Channel != Channel {
@@ -126,7 +131,7 @@ func recipient(call tools.Call, to string) (string, error) {
 	if to == "" {
 		return "", fmt.Errorf("%w: no recipient; give to (a WeCom user id)", tools.ErrBadArgs)
 	}
-	return to, nil
+	return d.Recipients.Check(recipient.Caller{Channel: call.Channel, User: call.User, Session: call.Session}, Channel, to)
 }
 
 func (d ToolDeps) ready() error {
@@ -141,7 +146,7 @@ func (d ToolDeps) sendFile(ctx context.Context, call tools.Call, kind, p, to, ti
 	if err := d.ready(); err != nil {
 		return "", err
 	}
-	to, err := recipient(call, to)
+	to, err := d.recipient(call, to)
 	if err != nil {
 		return "", err
 	}
@@ -190,7 +195,7 @@ func (d ToolDeps) sendLink(ctx context.Context, call tools.Call, a sendLinkArgs)
 	if d.Deliver == nil {
 		return "", errors.New("the WeCom channel is not running on this agent")
 	}
-	to, err := recipient(call, a.To)
+	to, err := d.recipient(call, a.To)
 	if err != nil {
 		return "", err
 	}

@@ -1,6 +1,17 @@
 // Package wecomtest is a fake WeCom API server and callback builder for
 // tests: gettoken, message/send, media/upload and media/get behave like the
 // real endpoints (error codes included), and faults can be queued.
+//
+// message/send implements WeCom's duplicate check as documented for
+// "send application message" (enable_duplicate_check,
+// duplicate_check_interval): with enable_duplicate_check=1, a request whose
+// JSON is the same as one accepted within duplicate_check_interval seconds
+// (default 1800, at most 4 hours) is not delivered again. The documentation
+// compares the request JSON, so the fake compares the whole body (decoded
+// and re-encoded, so key order and spacing do not matter), check fields
+// included. It does not say what such a request is answered; the fake
+// answers errcode 0 "ok" with the first delivery's msgid, and records the
+// request in Dropped instead of Messages.
 package wecomtest
 
 import (
@@ -14,6 +25,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -73,7 +85,45 @@ type Media struct {
 	Data        []byte
 }
 
-type fault struct{ code, status int }
+type fault struct {
+	code, status int
+	msg          string
+}
+
+// Duplicate check bounds (documented).
+const (
+	DefaultDuplicateCheckInterval = 1800 * time.Second
+	MaxDuplicateCheckInterval     = 4 * time.Hour
+)
+
+// accepted is a delivered request, for the duplicate check.
+type accepted struct {
+	at    time.Time
+	msgID string
+}
+
+// Delivery names what a user sees: the recipient, the type and the content
+// (text and markdown: the text; image, voice, video, file: the media id;
+// news: each article's title and url).
+type Delivery struct {
+	ToUser, MsgType, Content string
+}
+
+// Delivery is what the user sees of m.
+func (m Sent) Delivery() Delivery {
+	d := Delivery{ToUser: m.ToUser, MsgType: m.MsgType, Content: m.Content}
+	switch {
+	case m.MediaID != "":
+		d.Content = m.MediaID
+	case len(m.Articles) > 0:
+		var b strings.Builder
+		for _, a := range m.Articles {
+			b.WriteString(a.Title + "\n" + a.URL + "\n")
+		}
+		d.Content = b.String()
+	}
+	return d
+}
 
 // Server is a fake WeCom API. Create it with NewServer, Close it when done.
 type Server struct {
@@ -90,6 +140,11 @@ type Server struct {
 	tokenCalls int
 	faults     map[string][]fault
 	sent       []Sent
+	dropped    []Sent
+	seen       map[string]accepted // canonical request JSON -> last delivery
+	now        func() time.Time
+	sendDelay  time.Duration
+	loseAnswer int
 	media      map[string]Media
 	nextMedia  int
 }
@@ -104,6 +159,8 @@ func NewServer(corpID, corpSecret string, agentID int64) *Server {
 		expiresIn:  7200,
 		tokens:     make(map[string]bool),
 		faults:     make(map[string][]fault),
+		seen:       make(map[string]accepted),
+		now:        time.Now,
 		media:      make(map[string]Media),
 	}
 	mux := http.NewServeMux()
@@ -160,6 +217,71 @@ func (s *Server) FailNext(endpoint string, code, n int) {
 // FailStatusNext makes the next n calls to endpoint answer HTTP status.
 func (s *Server) FailStatusNext(endpoint string, status, n int) {
 	s.queue(endpoint, fault{status: status}, n)
+}
+
+// FailNextWith is FailNext with errmsg as the answer's errmsg (an API that
+// echoes a secret, say).
+func (s *Server) FailNextWith(endpoint string, code int, errmsg string, n int) {
+	s.queue(endpoint, fault{code: code, msg: errmsg}, n)
+}
+
+// SetClock sets the clock the duplicate check reads (time.Now by default).
+func (s *Server) SetClock(now func() time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.now = now
+}
+
+// SetSendDelay makes message/send hold its answer for d after it has
+// accepted (delivered) a message: a slow API, with sends in flight that
+// already reached the user. The wait ends early when the caller goes away.
+func (s *Server) SetSendDelay(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sendDelay = d
+}
+
+// LoseAnswerNext makes the next n message/send calls that deliver a message
+// answer HTTP 502 instead of the result: the message reached the user, the
+// caller cannot know it (a gateway timeout, a connection cut).
+func (s *Server) LoseAnswerNext(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.loseAnswer += n
+}
+
+// Dropped returns the requests the duplicate check did not deliver, in
+// order.
+func (s *Server) Dropped() []Sent {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Sent(nil), s.dropped...)
+}
+
+// Deliveries counts the accepted messages by what the user sees; a count
+// above 1 is a message the user received more than once.
+func (s *Server) Deliveries() map[Delivery]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[Delivery]int)
+	for _, m := range s.sent {
+		out[m.Delivery()]++
+	}
+	return out
+}
+
+// Delivered counts the text or markdown messages toUser received with
+// exactly content.
+func (s *Server) Delivered(toUser, content string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, m := range s.sent {
+		if m.ToUser == toUser && m.Content == content && (m.MsgType == "text" || m.MsgType == "markdown") {
+			n++
+		}
+	}
+	return n
 }
 
 func (s *Server) queue(endpoint string, f fault, n int) {
@@ -224,7 +346,11 @@ func (s *Server) takeFault(w http.ResponseWriter, endpoint string) bool {
 		http.Error(w, http.StatusText(f.status), f.status)
 		return true
 	}
-	writeErr(w, f.code, fmt.Sprintf("injected fault %d", f.code))
+	msg := f.msg
+	if msg == "" {
+		msg = fmt.Sprintf("injected fault %d", f.code)
+	}
+	writeErr(w, f.code, msg)
 	return true
 }
 
@@ -280,16 +406,18 @@ func (s *Server) authed(endpoint string, h http.HandlerFunc) http.HandlerFunc {
 }
 
 type sendBody struct {
-	ToUser   string                    `json:"touser"`
-	MsgType  string                    `json:"msgtype"`
-	AgentID  int64                     `json:"agentid"`
-	Text     *struct{ Content string } `json:"text"`
-	Markdown *struct{ Content string } `json:"markdown"`
-	Image    *mediaRef                 `json:"image"`
-	Voice    *mediaRef                 `json:"voice"`
-	Video    *mediaRef                 `json:"video"`
-	File     *mediaRef                 `json:"file"`
-	News     *struct {
+	ToUser                 string                    `json:"touser"`
+	MsgType                string                    `json:"msgtype"`
+	AgentID                int64                     `json:"agentid"`
+	EnableDuplicateCheck   int                       `json:"enable_duplicate_check"`
+	DuplicateCheckInterval int64                     `json:"duplicate_check_interval"`
+	Text                   *struct{ Content string } `json:"text"`
+	Markdown               *struct{ Content string } `json:"markdown"`
+	Image                  *mediaRef                 `json:"image"`
+	Voice                  *mediaRef                 `json:"voice"`
+	Video                  *mediaRef                 `json:"video"`
+	File                   *mediaRef                 `json:"file"`
+	News                   *struct {
 		Articles []wecom.Article `json:"articles"`
 	} `json:"news"`
 }
@@ -366,11 +494,59 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 		}
 		m.MediaID, m.Title, m.Description = ref.MediaID, ref.Title, ref.Description
 	}
+	key := canonical(raw)
 	s.mu.Lock()
+	now := s.now()
+	if b.EnableDuplicateCheck == 1 {
+		interval := DefaultDuplicateCheckInterval
+		if b.DuplicateCheckInterval > 0 {
+			interval = min(time.Duration(b.DuplicateCheckInterval)*time.Second, MaxDuplicateCheckInterval)
+		}
+		if prev, ok := s.seen[key]; ok && now.Sub(prev.at) < interval {
+			s.dropped = append(s.dropped, m)
+			s.mu.Unlock()
+			writeJSON(w, map[string]any{"errcode": 0, "errmsg": "ok", "invaliduser": "", "msgid": prev.msgID})
+			return
+		}
+	}
 	s.sent = append(s.sent, m)
-	id := len(s.sent)
+	msgID := "MSG" + strconv.Itoa(len(s.sent))
+	s.seen[key] = accepted{at: now, msgID: msgID}
+	delay, lose := s.sendDelay, s.loseAnswer > 0
+	if lose {
+		s.loseAnswer--
+	}
 	s.mu.Unlock()
-	writeJSON(w, map[string]any{"errcode": 0, "errmsg": "ok", "invaliduser": "", "msgid": "MSG" + strconv.Itoa(id)})
+	if delay > 0 {
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+			return
+		}
+	}
+	if lose {
+		http.Error(w, http.StatusText(http.StatusBadGateway), http.StatusBadGateway)
+		return
+	}
+	writeJSON(w, map[string]any{"errcode": 0, "errmsg": "ok", "invaliduser": "", "msgid": msgID})
+}
+
+// canonical re-encodes a JSON body with sorted keys and no spacing, so two
+// requests with the same JSON compare equal as strings.
+func canonical(raw []byte) string {
+	var v any
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return string(raw)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return string(raw)
+	}
+	return string(b)
 }
 
 // uploadLimit mirrors WeCom's size limit per kind and the code a breach
