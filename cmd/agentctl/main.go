@@ -49,6 +49,7 @@ commands:
                 DM pairing: strangers waiting with a code, approved users
   jobs list | add --owner USER (--cron SPEC | --at TIME) [--prompt] TEXT | rm ID
                 scheduled jobs: list all, add one, remove one
+  console [end] print a one-time sign-in link for the web console (the operator); end signs all out
   version       print the version
 `
 
@@ -116,6 +117,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env confi
 		return runPair(ctx, path, rest, *asJSON, stdout, stderr, env)
 	case "jobs":
 		return runJobs(ctx, path, rest, *asJSON, stdout, stderr, env)
+	case "console":
+		return runConsole(ctx, path, rest, *asJSON, stdout, stderr, env)
 	case "version":
 		fmt.Fprintln(stdout, buildinfo.String("agentctl"))
 		return 0

@@ -152,6 +152,7 @@ func Handler(b Backend) http.Handler {
 	registerTools(mux, b)
 	registerPairing(mux, b)
 	registerJobs(mux, b)
+	registerConsole(mux, b)
 	return mux
 }
 
