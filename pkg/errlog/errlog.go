@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"agent/pkg/clip"
+	"agent/pkg/logging"
 )
 
 // Defaults of Options.
@@ -50,7 +51,9 @@ type Options struct {
 	Queue   int        // records waiting for the writer
 	Level   slog.Level // lowest level kept; default slog.LevelWarn
 	Now     func() time.Time
-	// Scrub removes secrets from messages and values (logging.Scrubber).
+	// Scrub removes secrets from messages and values before they are
+	// stored (logging.Scrubber.Scrub: the configured secrets and the
+	// well-known secret shapes); default logging.ScrubPatterns.
 	Scrub func(string) string
 }
 
@@ -99,7 +102,7 @@ func New(db *sql.DB, o Options) *Recorder {
 		o.Now = time.Now
 	}
 	if o.Scrub == nil {
-		o.Scrub = func(s string) string { return s }
+		o.Scrub = logging.ScrubPatterns
 	}
 	r := &Recorder{db: db, o: o, ch: make(chan item, o.Queue), quit: make(chan struct{}), done: make(chan struct{}),
 		tokens: float64(o.Burst)}

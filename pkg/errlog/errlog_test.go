@@ -1,16 +1,20 @@
 package errlog
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"agent/pkg/logging"
 	"agent/pkg/store"
 )
 
@@ -149,5 +153,54 @@ func TestNeverBlocksTheLogger(t *testing.T) {
 	got, _ := Since(context.Background(), db, time.Time{}, 10000)
 	if len(got) == 0 || !strings.Contains(got[len(got)-1].Msg, "not kept") {
 		t.Fatalf("no summary row of the drops: %d rows", len(got))
+	}
+}
+
+// TestSecretsNeverReachTheFile: a configured secret and a WeCom
+// access_token in a logged error are scrubbed before the row is written:
+// neither is anywhere in the database file or its WAL, while the scrubbed
+// row is (so the bytes read are the ones written).
+func TestSecretsNeverReachTheFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, store.FileName)
+	st, err := store.Open(context.Background(), path, nil, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	const secret, token = "corp-Secret-7f3a9c", "WeComTok3n0123456789"
+	sc := &logging.Scrubber{}
+	sc.Set([]string{secret})
+	r := New(st.DB(), Options{Now: func() time.Time { return t0 }, Scrub: sc.Scrub})
+	log := slog.New(r.Handler(slog.DiscardHandler))
+	sendErr := &url.Error{Op: "Post", URL: "https://qyapi.weixin.qq.com/cgi-bin/message/send?access_token=" + token, Err: errors.New("EOF")}
+	log.Error("send failed with "+secret, "err", fmt.Errorf("wecom: %w", sendErr),
+		"body", `{"errcode":0,"access_token":"`+token+`"}`, "corpsecret", "gettoken?corpsecret="+secret)
+	unscrubbed := New(st.DB(), Options{Now: func() time.Time { return t0 }}) // the default still removes shapes
+	slog.New(unscrubbed.Handler(slog.DiscardHandler)).Warn("retry", "url", "https://x/cgi-bin/gettoken?access_token="+token)
+	for _, rec := range []*Recorder{r, unscrubbed} {
+		if err := rec.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := Since(context.Background(), st.DB(), time.Time{}, 10)
+	if err != nil || len(got) != 2 {
+		t.Fatalf("rows: %+v %v", got, err)
+	}
+	var raw []byte
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		b, err := os.ReadFile(path + suffix)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			t.Fatal(err)
+		}
+		raw = append(raw, b...)
+	}
+	for _, leak := range []string{secret, token} {
+		if bytes.Contains(raw, []byte(leak)) {
+			t.Errorf("%q is in the database files", leak)
+		}
+	}
+	if !bytes.Contains(raw, []byte("access_token=***")) || !bytes.Contains(raw, []byte("send failed with ***")) {
+		t.Fatalf("the scrubbed rows are not in the files read; the check proves nothing")
 	}
 }
