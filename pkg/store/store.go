@@ -76,6 +76,11 @@ func Open(ctx context.Context, path string, logger *slog.Logger, opts Options) (
 			return nil, fmt.Errorf("store: open %s: %w", path, err)
 		}
 	}
+	if !opts.ReadOnly {
+		if err := prepareFiles(path, logger); err != nil {
+			return nil, err
+		}
+	}
 	registerVec()
 	mode := "rwc"
 	if opts.ReadOnly {
@@ -213,6 +218,57 @@ func (s *Store) Close() error {
 	// Best effort: a truncated WAL keeps the flash footprint small.
 	_, _ = s.db.Exec("PRAGMA wal_checkpoint(TRUNCATE)")
 	return s.db.Close()
+}
+
+// FileMode is the database's mode, and its WAL's and shared-memory file's:
+// they hold every conversation and memory, so only the service user reads
+// them (SQLite gives the -wal and -shm files the database file's mode).
+const FileMode os.FileMode = 0o600
+
+// Companions are the suffixes of the files SQLite keeps beside the
+// database.
+var Companions = []string{"-wal", "-shm", "-journal"}
+
+// prepareFiles creates the database file 0600 before SQLite does (SQLite
+// would create it 0644 less the umask, and its -wal and -shm after it), and
+// takes group and other permissions off existing files. A file it cannot
+// tighten (another owner) is a warning: the daemon still runs, and doctor
+// names the fix.
+func prepareFiles(path string, logger *slog.Logger) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, FileMode)
+	switch {
+	case err == nil:
+		f.Close()
+		// The umask may have taken bits off too; the owner needs both.
+		if err := os.Chmod(path, FileMode); err != nil {
+			return fmt.Errorf("store: create %s: %w", path, err)
+		}
+	case !errors.Is(err, os.ErrExist):
+		return fmt.Errorf("store: create %s: %w", path, err)
+	}
+	for _, p := range append([]string{path}, companionPaths(path)...) {
+		st, err := os.Stat(p)
+		if err != nil || st.Mode().Perm()&0o077 == 0 {
+			continue
+		}
+		want := st.Mode().Perm() &^ 0o077
+		if err := os.Chmod(p, want); err != nil {
+			logger.Warn("database file readable by others and cannot be tightened", "path", p,
+				"mode", fmt.Sprintf("%04o", st.Mode().Perm()), "err", err, "fix", fmt.Sprintf("chmod %o %s", want, p))
+			continue
+		}
+		logger.Info("database file permissions tightened", "path", p,
+			"was", fmt.Sprintf("%04o", st.Mode().Perm()), "now", fmt.Sprintf("%04o", want))
+	}
+	return nil
+}
+
+func companionPaths(path string) []string {
+	out := make([]string, len(Companions))
+	for i, c := range Companions {
+		out[i] = path + c
+	}
+	return out
 }
 
 var sqliteMagic = []byte("SQLite format 3\x00")
