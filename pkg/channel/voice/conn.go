@@ -127,7 +127,7 @@ func (c *conn) serve(ws *websocket.Conn, remote string) {
 		return
 	}
 	c.log = c.log.With("remote", remote)
-	if !c.hello() {
+	if !c.hello() || !c.s.helloDone(c) { // helloDone: prehello.go
 		return
 	}
 	c.log = c.log.With("session", c.session, "profile", c.in.Profile)

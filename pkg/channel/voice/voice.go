@@ -7,9 +7,12 @@
 // conversation turn); audio and text that arrive meanwhile get a busy
 // error. An utterance ends with an `end` frame or when the energy-based
 // voice-activity detector hears trailing silence. Limits: MaxUtterance of
-// audio per utterance, MaxMessage bytes per frame, MaxConns connections,
-// a write deadline and a bounded send queue (a client that does not read
-// is disconnected), ping/pong keepalive.
+// audio per utterance, MaxMessage bytes per frame, MaxConns connections
+// past their hello, a write deadline and a bounded send queue (a client
+// that does not read is disconnected), ping/pong keepalive. Connections
+// that have not said hello yet have slots of their own, counted per client
+// address (MaxPending, MaxPendingPerClient) and held for HelloTimeout at
+// most: sockets that never say hello cannot lock devices out.
 package voice
 
 import (
@@ -18,7 +21,6 @@ import (
 	"crypto/subtle"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,6 +28,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"agent/pkg/asr"
+	"agent/pkg/connlimit"
 	"agent/pkg/conversation"
 )
 
@@ -42,16 +45,24 @@ type Conversation interface {
 // Limits bound what one connection and the server may use. Zero fields
 // take the defaults.
 type Limits struct {
-	MaxConns     int           // connections at once; default 16
+	MaxConns     int           // connections past their hello at once; default 16
 	MaxUtterance time.Duration // audio per utterance; default asr.MaxAudio (60 s)
 	MaxMessage   int64         // bytes per frame; default 256 KiB
 	MaxText      int           // bytes of a text turn; default 4 KiB
-	HelloTimeout time.Duration // from upgrade to hello; default 10 s
+	HelloTimeout time.Duration // from upgrade to hello; default 5 s
 	WriteTimeout time.Duration // per frame written; default 10 s
 	PingInterval time.Duration // keepalive pings; default 20 s
 	ReadTimeout  time.Duration // silence (no frame, no pong) that ends a connection; default 60 s
 	SendQueue    int           // frames queued for a slow client before it is dropped; default 256
 	MaxEncoded   int           // bytes of one compressed utterance (hello "format"); default 8 MiB
+	// MaxPending bounds the connections that have not said hello yet,
+	// MaxPendingPerClient those of one client address (connlimit.Client).
+	// When either is full the newcomer takes the place of the oldest such
+	// connection (closed with 1013, try again later); a device says hello
+	// within milliseconds of connecting, an idle socket does not. Defaults
+	// 64 and 8.
+	MaxPending          int
+	MaxPendingPerClient int
 }
 
 func (l Limits) withDefaults() Limits {
@@ -63,6 +74,12 @@ func (l Limits) withDefaults() Limits {
 	if l.MaxConns <= 0 {
 		l.MaxConns = 16
 	}
+	if l.MaxPending <= 0 {
+		l.MaxPending = 64
+	}
+	if l.MaxPendingPerClient <= 0 || l.MaxPendingPerClient > l.MaxPending {
+		l.MaxPendingPerClient = min(8, l.MaxPending)
+	}
 	def(&l.MaxUtterance, asr.MaxAudio)
 	if l.MaxMessage <= 0 {
 		l.MaxMessage = 256 << 10
@@ -70,7 +87,7 @@ func (l Limits) withDefaults() Limits {
 	if l.MaxText <= 0 {
 		l.MaxText = 4 << 10
 	}
-	def(&l.HelloTimeout, 10*time.Second)
+	def(&l.HelloTimeout, 5*time.Second)
 	def(&l.WriteTimeout, 10*time.Second)
 	def(&l.PingInterval, 20*time.Second)
 	def(&l.ReadTimeout, 60*time.Second)
@@ -151,6 +168,13 @@ type Server struct {
 	conns  map[*conn]struct{}
 	closed bool
 	wg     sync.WaitGroup
+	// Pre-hello and authenticated connections (prehello.go); created on
+	// first use, guarded by mu.
+	pending    map[*conn]pendingSlot
+	pendingPer map[string]int
+	authed     map[*conn]struct{}
+	pendingSeq uint64
+	evicted    int64
 
 	utterances, partials, silero atomic.Int64 // see Stats
 }
@@ -158,6 +182,8 @@ type Server struct {
 // Stats counts what the server did since it started.
 type Stats struct {
 	Connections int   // open now
+	Pending     int   // of them, not past their hello yet
+	Evicted     int64 // connections closed before their hello to make room for newer ones
 	Utterances  int64 // utterances handed to recognition
 	Partials    int64 // partial transcripts sent
 	Silero      int64 // connections that ended utterances with the Silero VAD
@@ -165,7 +191,10 @@ type Stats struct {
 
 // Stats returns the counters.
 func (s *Server) Stats() Stats {
-	return Stats{Connections: s.Active(), Utterances: s.utterances.Load(), Partials: s.partials.Load(), Silero: s.silero.Load()}
+	s.mu.Lock()
+	pending, evicted := len(s.pending), s.evicted
+	s.mu.Unlock()
+	return Stats{Connections: s.Active(), Pending: pending, Evicted: evicted, Utterances: s.utterances.Load(), Partials: s.partials.Load(), Silero: s.silero.Load()}
 }
 
 // New returns a Server.
@@ -210,28 +239,18 @@ func (s *Server) Active() int {
 // ServeHTTP upgrades GET /voice to a WebSocket and runs the connection
 // until either side closes it.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	if s.closed || len(s.conns) >= s.lim.MaxConns {
-		closed := s.closed
-		s.mu.Unlock()
+	c := newConn(s)
+	victims, refused := s.enter(c, connlimit.Client(r.RemoteAddr))
+	for _, v := range victims {
+		go v.closeWith(websocket.CloseTryAgainLater, "too many connections without a hello")
+	}
+	if refused != "" {
+		c.cancel()
 		w.Header().Set("Retry-After", "5")
-		msg := "too many voice connections (" + strconv.Itoa(s.lim.MaxConns) + "); try again shortly"
-		if closed {
-			msg = "the voice channel is stopping"
-		}
-		http.Error(w, msg, http.StatusServiceUnavailable)
+		http.Error(w, refused, http.StatusServiceUnavailable)
 		return
 	}
-	c := newConn(s)
-	s.conns[c] = struct{}{}
-	s.wg.Add(1)
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.conns, c)
-		s.mu.Unlock()
-		s.wg.Done()
-	}()
+	defer s.leave(c)
 
 	ws, err := s.upgrader.Upgrade(w, r, nil) // answers the client itself on failure
 	if err != nil {
