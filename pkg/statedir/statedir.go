@@ -18,11 +18,19 @@ const LockName = "agent.lock"
 // ErrLocked means another process holds the state directory.
 var ErrLocked = errors.New("state directory is in use by another agent")
 
-// Prepare creates dir (0750) if needed and proves it is writable.
+// DirMode is the most the state directory allows: the service user's,
+// and read and search for its group (systemd's StateDirectoryMode=0750, so
+// an operator in the group can run doctor); nothing for others. The files
+// in it are 0600 (pkg/store, the lock).
+const DirMode os.FileMode = 0o750
+
+// Prepare creates dir (0750) if needed, tightens it (Tighten; a directory
+// it cannot chmod is left to doctor to report) and proves it is writable.
 func Prepare(dir string) error {
-	if err := os.MkdirAll(dir, 0o750); err != nil {
+	if err := os.MkdirAll(dir, DirMode); err != nil {
 		return fmt.Errorf("statedir: create %s: %w (fix: create it and give the service user write access, or set agent.state_dir)", dir, err)
 	}
+	_, _, _ = Tighten(dir)
 	probe, err := os.CreateTemp(dir, ".write-probe-*")
 	if err != nil {
 		return fmt.Errorf("statedir: %s is not writable: %w (fix: chown it to the service user, or set agent.state_dir)", dir, err)
@@ -30,6 +38,38 @@ func Prepare(dir string) error {
 	name := probe.Name()
 	probe.Close()
 	return os.Remove(name)
+}
+
+// Loose reports the permission bits of mode beyond DirMode (group write,
+// anything for others), or 0.
+func Loose(mode os.FileMode) os.FileMode { return mode.Perm() &^ DirMode }
+
+// Tighten takes group write and every permission for others off dir (0755
+// becomes 0750, 0777 becomes 0750, 0700 stays), keeping set-group-id. It
+// returns the mode found and whether it changed it; err when dir cannot be
+// read or chmodded. A directory with the sticky bit (a shared one such as
+// /tmp, set as agent.state_dir by mistake) or owned by another user is
+// never changed, only reported (err).
+func Tighten(dir string) (was os.FileMode, changed bool, err error) {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return 0, false, fmt.Errorf("statedir: %w", err)
+	}
+	was = st.Mode().Perm()
+	if Loose(was) == 0 {
+		return was, false, nil
+	}
+	fix := fmt.Sprintf("chmod %o %s", was&DirMode, dir)
+	if st.Mode()&os.ModeSticky != 0 {
+		return was, false, fmt.Errorf("statedir: %s is %04o and sticky, a shared directory; set agent.state_dir to a directory of its own", dir, was)
+	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok && int(sys.Uid) != os.Geteuid() {
+		return was, false, fmt.Errorf("statedir: %s is %04o, open to others, and owned by uid %d, not this process (fix: %s)", dir, was, sys.Uid, fix)
+	}
+	if err := os.Chmod(dir, st.Mode()&os.ModeSetgid|was&DirMode); err != nil {
+		return was, false, fmt.Errorf("statedir: %s is %04o, open to others: %w (fix: %s)", dir, was, err, fix)
+	}
+	return was, true, nil
 }
 
 // Lock is an exclusive advisory lock on the state directory; the kernel
