@@ -56,7 +56,11 @@ func (d *Daemon) startWeCom(cfg *config.Config) {
 	}
 	db := d.store.DB()
 	inbox := wch.NewInbox(db, nil)
-	c := &wecomChannel{client: client, outbox: wch.NewOutbox(db, wch.OutboxConfig{API: client, Logger: logger})}
+	ocfg := wch.OutboxConfig{API: client, Logger: logger}
+	if d.opts.Scrubber != nil {
+		ocfg.Scrub = d.opts.Scrubber.Scrub // last_error is redacted like the logs
+	}
+	c := &wecomChannel{client: client, outbox: wch.NewOutbox(db, ocfg)}
 	ctx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
 	h := &wch.Handler{Crypto: crypto, Inbox: inbox, Logger: logger}

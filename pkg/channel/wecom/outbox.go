@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"agent/pkg/clip"
 	wx "agent/pkg/wecom"
 )
 
@@ -22,17 +23,18 @@ const (
 	outSending = 3
 )
 
-// API sends a text message (*wecom.Client).
+// API sends a text message (*wecom.Client). The options carry WeCom's
+// duplicate check (wecom.DuplicateCheck).
 type API interface {
-	SendText(ctx context.Context, toUser, text string) error
+	SendText(ctx context.Context, toUser, text string, opts ...wx.SendOption) error
 }
 
 // MediaAPI sends media messages (*wecom.Client). The outbox's API must
 // implement it for media rows to go out.
 type MediaAPI interface {
-	SendMedia(ctx context.Context, toUser, kind, mediaID string) error
-	SendVideo(ctx context.Context, toUser, mediaID, title, description string) error
-	SendLink(ctx context.Context, toUser, title, description, link, picURL string) error
+	SendMedia(ctx context.Context, toUser, kind, mediaID string, opts ...wx.SendOption) error
+	SendVideo(ctx context.Context, toUser, mediaID, title, description string, opts ...wx.SendOption) error
+	SendLink(ctx context.Context, toUser, title, description, link, picURL string, opts ...wx.SendOption) error
 }
 
 // OutMedia is a media message in the outbox: an uploaded image, file or
@@ -85,9 +87,14 @@ func textItems(texts []string) []outItem {
 const (
 	DefaultMaxAttempts = 20
 	DefaultParallel    = 4
-	retryBase          = time.Second
-	retryCap           = 5 * time.Minute
-	sendTimeout        = 2 * time.Minute
+	// DefaultDupWindow is the duplicate-check interval a row's attempts
+	// carry: WeCom's maximum, so a resend after up to four hours of
+	// downtime is still recognised.
+	DefaultDupWindow = wx.MaxDuplicateCheck
+	retryBase        = time.Second
+	retryCap         = 5 * time.Minute
+	sendTimeout      = 2 * time.Minute
+	maxErrorText     = 1024
 )
 
 // OutboxConfig configures an Outbox.
@@ -97,11 +104,38 @@ type OutboxConfig struct {
 	Logger      *slog.Logger
 	MaxAttempts int // transient failures before a row fails; DefaultMaxAttempts when 0
 	Parallel    int // recipients served at once; DefaultParallel when 0
+	// DupWindow is the duplicate_check_interval of a row's attempts
+	// (DefaultDupWindow when 0, at most wecom.MaxDuplicateCheck; negative
+	// turns the duplicate check off). See Outbox.
+	DupWindow time.Duration
+	// Scrub redacts secrets from error texts before they are stored
+	// (last_error), the same redaction as the logs (logging.Scrubber).
+	// Access tokens and corp secrets named in a text are removed even
+	// without it.
+	Scrub func(string) string
 }
 
 // Outbox is the persisted queue of messages to send (table wecom_outbox).
 // Messages to one user go out strictly in order; different users are
 // served in parallel. Safe for concurrent use.
+//
+// Exactly once: WeCom has no idempotency key, but message/send has a
+// duplicate check (enable_duplicate_check, duplicate_check_interval): a
+// request whose JSON equals one WeCom accepted within the interval is not
+// delivered again. Before a row's first attempt the outbox stamps it
+// (first_try_at) and fixes its interval (dup_window); every attempt of the
+// row (the client's own retries, the outbox's retries, the resend of a row
+// left in doubt by a crash) sends the same JSON with the check on, so
+// WeCom drops the repeat when an earlier attempt got through. The check
+// must be on from the first attempt: it compares whole requests, so a
+// resend that alone carried it would not match the first one.
+//
+// Legitimate repeats: a row whose recipient already had an identical
+// message (same type and content) attempted within the window goes out
+// without the check, so WeCom never drops it ("OK" twice is delivered
+// twice). Such a row, and a row whose resend comes later than the window
+// after its first attempt, is sent at least once: if it was in flight at
+// a crash it may arrive twice (logged).
 type Outbox struct {
 	db     *sql.DB
 	cfg    OutboxConfig
@@ -124,6 +158,14 @@ func NewOutbox(db *sql.DB, cfg OutboxConfig) *Outbox {
 	if cfg.Parallel <= 0 {
 		cfg.Parallel = DefaultParallel
 	}
+	switch {
+	case cfg.DupWindow == 0:
+		cfg.DupWindow = DefaultDupWindow
+	case cfg.DupWindow < 0:
+		cfg.DupWindow = 0
+	}
+	// Whole seconds, as WeCom takes them.
+	cfg.DupWindow = min((cfg.DupWindow + time.Second - 1).Truncate(time.Second), wx.MaxDuplicateCheck)
 	return &Outbox{db: db, cfg: cfg, clock: cfg.Clock, logger: cfg.Logger, wake: make(chan struct{}, 1)}
 }
 
@@ -218,21 +260,20 @@ type outRow struct {
 	kind     string // text, or an OutMedia kind
 	content  string
 	attempts int
+	firstTry int64 // Unix ms of the first attempt; 0 before it
+	window   int64 // duplicate_check_interval in seconds; 0: no check
 }
 
 // Run sends queued messages until ctx ends, then waits for sends in
-// flight. Rows left "being sent" by a crash are sent again (at least once:
-// WeCom has no idempotency key).
+// flight. Rows left "being sent" by a crash are sent again with the
+// duplicate check their first attempt carried, so WeCom drops the resend
+// if the first attempt arrived (see Outbox).
 func (o *Outbox) Run(ctx context.Context) error {
 	if o.cfg.API == nil {
 		return errors.New("wecom outbox: no API client")
 	}
-	res, err := o.db.ExecContext(ctx, `UPDATE wecom_outbox SET state = 0 WHERE state = 3`)
-	if err != nil {
-		return fmt.Errorf("wecom outbox: recover: %w", err)
-	}
-	if n, _ := res.RowsAffected(); n > 0 {
-		o.logger.Warn("wecom messages in doubt after a crash are sent again (the user may see them twice)", "in_doubt", n)
+	if err := o.recover(ctx); err != nil {
+		return err
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -250,7 +291,7 @@ func (o *Outbox) Run(ctx context.Context) error {
 			default:
 				continue // all slots busy; a finishing send wakes us
 			}
-			if err := o.setState(ctx, h.id, outSending, h.attempts, 0, ""); err != nil {
+			if err := o.claim(ctx, &h); err != nil {
 				<-sem
 				o.logger.Error("wecom outbox: claim failed", "id", h.id, "err", err)
 				continue
@@ -285,7 +326,7 @@ func (o *Outbox) Run(ctx context.Context) error {
 func (o *Outbox) due(ctx context.Context) ([]outRow, time.Time, error) {
 	now := o.clock.Now().UnixMilli()
 	rows, err := o.db.QueryContext(ctx, `
-		SELECT o.id, o.to_user, o.msg_type, o.content, o.attempts, o.next_at FROM wecom_outbox o
+		SELECT o.id, o.to_user, o.msg_type, o.content, o.attempts, o.next_at, coalesce(o.first_try_at, 0), o.dup_window FROM wecom_outbox o
 		WHERE o.state = 0 AND o.id = (SELECT min(id) FROM wecom_outbox p WHERE p.to_user = o.to_user AND p.state IN (0, 3))
 		ORDER BY o.id LIMIT 256`)
 	if err != nil {
@@ -297,7 +338,7 @@ func (o *Outbox) due(ctx context.Context) ([]outRow, time.Time, error) {
 	for rows.Next() {
 		var r outRow
 		var at int64
-		if err := rows.Scan(&r.id, &r.to, &r.kind, &r.content, &r.attempts, &at); err != nil {
+		if err := rows.Scan(&r.id, &r.to, &r.kind, &r.content, &r.attempts, &at, &r.firstTry, &r.window); err != nil {
 			return nil, time.Time{}, err
 		}
 		if at > now {
@@ -315,6 +356,60 @@ func (o *Outbox) due(ctx context.Context) ([]outRow, time.Time, error) {
 	return out, nextT, rows.Err()
 }
 
+// recover puts rows left "being sent" by a crash back in the queue, and
+// says how many of them the duplicate check covers.
+func (o *Outbox) recover(ctx context.Context) error {
+	now := o.clock.Now().UnixMilli()
+	var n, covered, unchecked int
+	err := o.db.QueryRowContext(ctx, `SELECT count(*),
+		coalesce(sum(dup_window > 0 AND first_try_at IS NOT NULL AND ? - first_try_at < dup_window * 1000), 0),
+		coalesce(sum(dup_window = 0 OR first_try_at IS NULL), 0)
+		FROM wecom_outbox WHERE state = 3`, now).Scan(&n, &covered, &unchecked)
+	if err != nil {
+		return fmt.Errorf("wecom outbox: recover: %w", err)
+	}
+	if n == 0 {
+		return nil
+	}
+	if _, err := o.db.ExecContext(ctx, `UPDATE wecom_outbox SET state = 0 WHERE state = 3`); err != nil {
+		return fmt.Errorf("wecom outbox: recover: %w", err)
+	}
+	expired := n - covered - unchecked
+	if covered == n {
+		o.logger.Info("wecom messages in doubt after a crash are sent again; WeCom's duplicate check drops any that already arrived",
+			"in_doubt", n)
+		return nil
+	}
+	o.logger.Warn("wecom messages in doubt after a crash are sent again; some are not covered by WeCom's duplicate check and may arrive twice",
+		"in_doubt", n, "covered", covered, "repeats_without_check", unchecked, "past_window", expired)
+	return nil
+}
+
+// claim marks h as being sent. Before its first attempt the row is
+// stamped and its duplicate-check interval fixed: the configured window,
+// or none when the recipient already had an identical message attempted
+// within the window (WeCom would drop this legitimate repeat). Later
+// attempts keep both, so they send the same JSON.
+func (o *Outbox) claim(ctx context.Context, h *outRow) error {
+	now := o.clock.Now()
+	window := int64(o.cfg.DupWindow / time.Second)
+	cut := now.Add(-o.cfg.DupWindow).UnixMilli()
+	err := o.db.QueryRowContext(ctx, `UPDATE wecom_outbox SET state = 3,
+		dup_window = CASE
+			WHEN first_try_at IS NOT NULL THEN dup_window
+			WHEN ? = 0 OR EXISTS (SELECT 1 FROM wecom_outbox p WHERE p.to_user = wecom_outbox.to_user
+				AND p.msg_type = wecom_outbox.msg_type AND p.content = wecom_outbox.content
+				AND p.id <> wecom_outbox.id AND p.first_try_at >= ?) THEN 0
+			ELSE ? END,
+		first_try_at = coalesce(first_try_at, ?)
+		WHERE id = ? AND state = 0
+		RETURNING first_try_at, dup_window`, window, cut, window, now.UnixMilli(), h.id).Scan(&h.firstTry, &h.window)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("row %d is no longer pending", h.id)
+	}
+	return err
+}
+
 func (o *Outbox) setState(ctx context.Context, id int64, state, attempts int, nextAt int64, lastErr string) error {
 	var sentAt any
 	if state == outSent {
@@ -323,6 +418,16 @@ func (o *Outbox) setState(ctx context.Context, id int64, state, attempts int, ne
 	_, err := o.db.ExecContext(ctx, `UPDATE wecom_outbox SET state = ?, attempts = ?, next_at = ?, last_error = ?, sent_at = ? WHERE id = ?`,
 		state, attempts, nextAt, lastErr, sentAt, id)
 	return err
+}
+
+// storedError is err's text as it may be stored: credentials named in it
+// and configured secrets removed, clipped.
+func (o *Outbox) storedError(err error) string {
+	s := wx.RedactCredentials(err.Error())
+	if o.cfg.Scrub != nil {
+		s = o.cfg.Scrub(s)
+	}
+	return clip.String(s, maxErrorText)
 }
 
 // send delivers one row and records the outcome.
@@ -342,17 +447,17 @@ func (o *Outbox) send(ctx context.Context, h outRow) {
 		// Stopping: not an attempt; it goes out after the restart.
 		serr = o.setState(dbctx, h.id, outPending, h.attempts, 0, "")
 	case Permanent(err):
-		serr = o.setState(dbctx, h.id, outFailed, h.attempts+1, 0, err.Error())
+		serr = o.setState(dbctx, h.id, outFailed, h.attempts+1, 0, o.storedError(err))
 		o.logger.Error("wecom message not deliverable; dropped", "id", h.id, "to", h.to, "err", err)
 	default:
 		n := h.attempts + 1
 		if n >= o.cfg.MaxAttempts {
-			serr = o.setState(dbctx, h.id, outFailed, n, 0, err.Error())
+			serr = o.setState(dbctx, h.id, outFailed, n, 0, o.storedError(err))
 			o.logger.Error("wecom message failed too often; dropped", "id", h.id, "to", h.to, "attempts", n, "err", err)
 			break
 		}
 		d := retryDelay(n)
-		serr = o.setState(dbctx, h.id, outPending, n, o.clock.Now().Add(d).UnixMilli(), err.Error())
+		serr = o.setState(dbctx, h.id, outPending, n, o.clock.Now().Add(d).UnixMilli(), o.storedError(err))
 		o.logger.Warn("wecom send failed; will retry", "id", h.id, "to", h.to, "attempt", n, "in", d, "err", err)
 	}
 	if serr != nil {
@@ -363,10 +468,18 @@ func (o *Outbox) send(ctx context.Context, h outRow) {
 // errNotSendable marks a row that can never be sent.
 var errNotSendable = errors.New("not sendable")
 
-// deliver sends one row by its kind.
+// deliver sends one row by its kind, with the row's duplicate check.
 func (o *Outbox) deliver(ctx context.Context, h outRow) error {
+	var opts []wx.SendOption
+	if h.window > 0 {
+		opts = append(opts, wx.DuplicateCheck(time.Duration(h.window)*time.Second))
+		if late := o.clock.Now().UnixMilli() - h.firstTry; late >= h.window*1000 {
+			o.logger.Warn("wecom message sent again after WeCom's duplicate-check window; if an earlier attempt arrived, the user sees it twice",
+				"id", h.id, "to", h.to, "first_attempt_ago", time.Duration(late)*time.Millisecond, "window", time.Duration(h.window)*time.Second)
+		}
+	}
 	if h.kind == "" || h.kind == "text" {
-		return o.cfg.API.SendText(ctx, h.to, h.content)
+		return o.cfg.API.SendText(ctx, h.to, h.content, opts...)
 	}
 	api, ok := o.cfg.API.(MediaAPI)
 	if !ok {
@@ -378,11 +491,11 @@ func (o *Outbox) deliver(ctx context.Context, h outRow) error {
 	}
 	switch m.Kind {
 	case wx.MediaImage, wx.MediaFile:
-		return api.SendMedia(ctx, h.to, m.Kind, m.MediaID)
+		return api.SendMedia(ctx, h.to, m.Kind, m.MediaID, opts...)
 	case wx.MediaVideo:
-		return api.SendVideo(ctx, h.to, m.MediaID, m.Title, m.Description)
+		return api.SendVideo(ctx, h.to, m.MediaID, m.Title, m.Description, opts...)
 	case kindLink:
-		return api.SendLink(ctx, h.to, m.Title, m.Description, m.URL, m.PicURL)
+		return api.SendLink(ctx, h.to, m.Title, m.Description, m.URL, m.PicURL, opts...)
 	}
 	return fmt.Errorf("wecom outbox: unknown kind %q: %w", m.Kind, errNotSendable)
 }
