@@ -68,6 +68,7 @@ func Checks(e Env) []Check {
 	}
 	cs = append(cs,
 		Check{"state_dir", e.checkStateDir},
+		Check{"permissions", e.checkPermissions}, // perms.go
 		Check{"database", e.checkDatabase},
 		Check{"long_term_memory", e.checkFacts},
 		Check{"onnxruntime", e.checkRuntime},
