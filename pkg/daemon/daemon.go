@@ -55,6 +55,8 @@ type Options struct {
 	ShutdownTimeout time.Duration           // default 10s; the unit's TimeoutStopSec must be larger
 	Now             func() time.Time
 	SysRoot         string // sysfs for the self-check's thermal zones; default /sys (tests: fixtures)
+	// HTTPTimeouts: server.listen's read/write/idle timeouts; zero: defaults (limits.go).
+	HTTPTimeouts HTTPTimeouts
 }
 
 // Daemon is one running instance.
@@ -178,17 +180,12 @@ func (d *Daemon) run(ctx context.Context) error {
 
 	runCtx, stop := context.WithCancel(context.Background())
 	defer stop()
-	httpSrv := &http.Server{
-		Handler:           d.routes(),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(d.logger.Handler(), slog.LevelWarn),
-	}
+	httpSrv, limited := d.httpServer(ln, cfg) // timeouts and connection caps: limits.go
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		if err := httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := httpSrv.Serve(limited); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			d.serveErr <- fmt.Errorf("http: %w", err)
 		}
 	}()

@@ -1,0 +1,115 @@
+package daemon
+
+import (
+	"log/slog"
+	"net"
+	"net/http"
+	"syscall"
+	"time"
+
+	"agent/pkg/config"
+	"agent/pkg/connlimit"
+)
+
+// HTTPTimeouts bound each phase of a request on server.listen. Zero fields
+// take the defaults (tests shorten them). A hijacked connection (the voice
+// WebSocket) leaves them behind: net/http clears the deadlines on hijack
+// and the voice channel sets its own.
+type HTTPTimeouts struct {
+	ReadHeader time.Duration // request line and headers; default 5 s
+	Read       time.Duration // headers and body (callbacks are < 1 MB); default 10 s
+	Write      time.Duration // from the end of the headers to the end of the response; default 30 s
+	Idle       time.Duration // a keep-alive connection between requests; default 60 s
+}
+
+func (t HTTPTimeouts) withDefaults() HTTPTimeouts {
+	def := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&t.ReadHeader, 5*time.Second)
+	def(&t.Read, 10*time.Second)
+	def(&t.Write, 30*time.Second)
+	def(&t.Idle, 60*time.Second)
+	return t
+}
+
+const (
+	// maxHeaderBytes bounds a request's line and headers (net/http's
+	// default is 1 MB; ours are a query string and a few headers).
+	maxHeaderBytes = 64 << 10
+	// fdReserve is the part of RLIMIT_NOFILE kept for everything but HTTP
+	// clients: the database and its WAL, models, MCP server pipes, the
+	// admin socket and its clients, outgoing API calls, logs.
+	fdReserve = 256
+)
+
+// healthPaths are what a connection on a reserved slot may ask for.
+var healthPaths = []string{"/healthz", "/livez"}
+
+// httpServer builds the server for server.listen and bounds ln: at most
+// server.max_conns connections (fewer when RLIMIT_NOFILE is too low for
+// them), server.max_conns_per_client from one address, a reserve for
+// /healthz and /livez (connlimit).
+func (d *Daemon) httpServer(ln net.Listener, cfg *config.Config) (*http.Server, *connlimit.Listener) {
+	maxConns := cfg.Server.MaxConns
+	if soft, ok := noFile(); ok {
+		if n, clamped := fitNoFile(maxConns, soft); clamped {
+			d.logger.Warn("server.max_conns lowered to fit the open-file limit", "max_conns", maxConns, "now", n,
+				"nofile", soft, "kept_for_other_files", fdReserve, "fix", "raise LimitNOFILE= in the unit (the shipped one sets 65536)")
+			maxConns = n
+		}
+	}
+	lim := connlimit.Wrap(ln, connlimit.Config{
+		Max:       maxConns,
+		Reserve:   healthReserve(maxConns),
+		PerClient: cfg.Server.MaxConnsPerClient,
+		Now:       d.now,
+		Logger:    d.logger.With("component", "http"),
+	})
+	eff := lim.Limits()
+	d.metrics.Gauge("agent_http_max_conns", "Connections server.listen accepts at once (server.max_conns, fitted to RLIMIT_NOFILE).", nil).Set(float64(eff.Max))
+	stat := func(f func(connlimit.Stats) float64) func() float64 { return func() float64 { return f(lim.Stats()) } }
+	d.metrics.GaugeFunc("agent_http_connections", "Open connections on server.listen.", nil, stat(func(s connlimit.Stats) float64 { return float64(s.Open) }))
+	d.metrics.GaugeFunc("agent_http_connections_reserved", "Of them, on the slots kept for /healthz and /livez.", nil, stat(func(s connlimit.Stats) float64 { return float64(s.Reserved) }))
+	d.metrics.GaugeFunc("agent_http_connections_evicted", "Connections closed to make room for newer ones since start (a flood or slow clients).", nil, stat(func(s connlimit.Stats) float64 { return float64(s.Evicted) }))
+	d.metrics.GaugeFunc("agent_http_connections_refused", "Connections closed on arrival since start (nothing to evict, reserve full).", nil, stat(func(s connlimit.Stats) float64 { return float64(s.Refused) }))
+
+	to := d.opts.HTTPTimeouts.withDefaults()
+	return &http.Server{
+		Handler:           lim.Guard(d.routes(), healthPaths...),
+		ReadHeaderTimeout: to.ReadHeader,
+		ReadTimeout:       to.Read,
+		WriteTimeout:      to.Write,
+		IdleTimeout:       to.Idle,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ConnState:         lim.ConnState,
+		ConnContext:       lim.ConnContext,
+		ErrorLog:          slog.NewLogLogger(d.logger.Handler(), slog.LevelWarn),
+	}, lim
+}
+
+// healthReserve is the share of maxConns kept for health probes.
+func healthReserve(maxConns int) int { return max(2, maxConns/64) }
+
+// fitNoFile returns maxConns, or what fits under the open-file limit
+// nofile with fdReserve kept for other files (true when lowered).
+func fitNoFile(maxConns int, nofile uint64) (int, bool) {
+	budget := int64(nofile) - fdReserve
+	if nofile > 1<<30 || int64(maxConns) <= budget {
+		return maxConns, false
+	}
+	n := int(min(int64(maxConns), max(budget, int64(nofile/2), 16)))
+	return n, n < maxConns
+}
+
+// noFile returns the soft RLIMIT_NOFILE (Go raises it to the hard limit at
+// start-up, so this is what the unit's LimitNOFILE= allows).
+func noFile() (uint64, bool) {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		return 0, false
+	}
+	return rl.Cur, true
+}
