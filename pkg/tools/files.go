@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -157,6 +158,9 @@ func (w *Workspace) resolve(p string, allowRoot bool) (string, error) {
 	if strings.ContainsRune(p, 0) || !utf8.ValidString(p) {
 		return "", fmt.Errorf("path %q contains invalid characters", orig)
 	}
+	if err := CheckName(p); err != nil {
+		return "", err
+	}
 	if filepath.IsAbs(p) {
 		p = filepath.Clean(p)
 		inside := false
@@ -178,6 +182,18 @@ func (w *Workspace) resolve(p string, allowRoot bool) (string, error) {
 		return "", fmt.Errorf("path %q is the workspace directory, not a file", orig)
 	}
 	return p, nil
+}
+
+// CheckName refuses a path with control characters (newlines, escapes,
+// C1 codes) or invisible direction and format marks (U+202E and the like):
+// such names hide what a file is from the people who list it.
+func CheckName(p string) error {
+	for _, r := range p {
+		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+			return fmt.Errorf("path %q contains a control or formatting character (%U); file names may not", p, r)
+		}
+	}
+	return nil
 }
 
 // fsError maps an error from os.Root to a message for the model.
@@ -387,7 +403,7 @@ func size(n int) string {
 // directory, synced and renamed over p.
 func (w *Workspace) writeAtomic(op, p string, data []byte, perm os.FileMode) error {
 	if dir := path.Dir(p); dir != "." {
-		if err := w.root.MkdirAll(dir, 0o755); err != nil {
+		if err := w.root.MkdirAll(dir, 0o750); err != nil {
 			return fsError(op, dir, err)
 		}
 	}
@@ -440,7 +456,7 @@ func (w *Workspace) writeFile(ctx context.Context, call Call) (string, error) {
 	if len(a.Content) > w.limits.WriteBytes {
 		return "", fmt.Errorf("write_file %s: content is %d bytes, more than the %d byte limit; write a smaller file", p, len(a.Content), w.limits.WriteBytes)
 	}
-	perm := os.FileMode(0o644)
+	perm := os.FileMode(0o640)
 	if fi, err := w.root.Stat(p); err == nil && fi.Mode().IsRegular() {
 		perm = fi.Mode().Perm()
 	}

@@ -1,0 +1,103 @@
+package workspace
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// tree lists every regular file under dir with its content.
+func tree(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			b, _ := os.ReadFile(p)
+			rel, _ := filepath.Rel(dir, p)
+			out[rel] = string(b)
+		}
+		return nil
+	})
+	return out
+}
+
+// A workspace of the shared layout moves on first start: uploads to each
+// user's folder, the rest to shared/ (read-only for users), nothing lost,
+// once.
+func TestMigrateKeepsEverything(t *testing.T) {
+	dir := t.TempDir()
+	old := map[string]string{
+		"SOUL.md":                "soul",
+		"USER.md":                "user",
+		"skills/report/SKILL.md": "# report",
+		"notes/todo.txt":         "buy milk",
+		"budget.xlsx":            "numbers",
+		"uploads/zhangsan/a.jpg": "jpeg-a",
+		"uploads/zhangsan/b.amr": "amr-b",
+		"uploads/li.si/c.pdf":    "pdf-c",
+		"uploads/stray.txt":      "stray",
+		"shared/already.txt":     "was shared",
+		"shared/budget.xlsx":     "a name clash",
+		".git/HEAD":              "ref",
+	}
+	for rel, content := range old {
+		p := filepath.Join(dir, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := Open(Config{Dir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	got := tree(t, dir)
+	delete(got, layoutFile)
+	want := map[string]string{
+		"SOUL.md":                              "soul",
+		"USER.md":                              "user",
+		"skills/report/SKILL.md":               "# report",
+		"shared/notes/todo.txt":                "buy milk",
+		"shared/budget.xlsx":                   "a name clash",
+		"shared/budget.xlsx.migrated-1":        "numbers",
+		"files/wecom%3Azhangsan/uploads/a.jpg": "jpeg-a",
+		"files/wecom%3Azhangsan/uploads/b.amr": "amr-b",
+		"files/wecom%3Ali.si/uploads/c.pdf":    "pdf-c",
+		"shared/uploads-stray.txt":             "stray",
+		"shared/already.txt":                   "was shared",
+		".git/HEAD":                            "ref",
+	}
+	if len(got) != len(want) {
+		t.Errorf("%d files after migration, want %d", len(got), len(want))
+	}
+	var keys []string
+	for k := range want {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if got[k] != want[k] {
+			t.Errorf("%s = %q, want %q", k, got[k], want[k])
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "uploads")); err == nil {
+		t.Error("uploads/ still there")
+	}
+	// Once: a file put at the top later is left where it is.
+	if err := os.WriteFile(filepath.Join(dir, "later.txt"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(Config{Dir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "later.txt")); err != nil {
+		t.Errorf("second start moved later.txt: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, layoutFile)); strings.TrimSpace(string(b)) != layoutV2 {
+		t.Errorf("marker %q", b)
+	}
+}

@@ -1,0 +1,585 @@
+// Package workspace gives every user scope its own files: the file tools
+// (read_file, write_file, edit_file, list_files), the send_* tools and
+// uploads see a private folder per user ("wecom:zhangsan") or group chat
+// ("group:wecom:CHAT"), beside an area everyone reads and only owners write.
+//
+// On disk, under agent.workspace:
+//
+//	SOUL.md AGENT.md USER.md   the assistant's prompt (owners write)
+//	skills/                    skills, in the prompt's index (owners write)
+//	shared/                    the office's shared files (owners write)
+//	files/<scope>/             one private folder per user scope (0700)
+//
+// What a user sees: paths are relative to their own folder; "shared/...",
+// "skills/..." and the three prompt files name the common areas. Nothing
+// reaches another scope's folder: the private folder is an os.Root, so
+// "..", absolute paths and symbolic links cannot leave it, and the common
+// areas are roots of their own. Every change to a common area is logged
+// with who made it. A per-user quota bounds the private folder.
+package workspace
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"agent/pkg/session"
+	"agent/pkg/tools"
+)
+
+// Layout names under the workspace directory.
+const (
+	FilesDir  = "files"  // files/<scope>/: private folders
+	SharedDir = "shared" // everyone reads, owners write
+	SkillsDir = "skills" // skills/<name>/SKILL.md
+	// UploadsDir is where a user's received media go inside their folder.
+	UploadsDir = "uploads"
+	layoutFile = ".layout"
+	layoutV2   = "2"
+)
+
+// PromptFiles are the prompt files at the top of the workspace.
+var PromptFiles = []string{"SOUL.md", "AGENT.md", "USER.md"}
+
+// ErrReadOnly is wrapped when a caller who is not an owner writes to a
+// common area.
+var ErrReadOnly = errors.New("read-only for you")
+
+// ErrQuota is wrapped when a write would take a user's folder over the quota.
+var ErrQuota = errors.New("workspace quota exceeded")
+
+// Config of the Spaces.
+type Config struct {
+	Dir string // agent.workspace; created when missing
+	// Quota bounds each private folder in bytes; 0: no limit.
+	Quota  int64
+	Limits tools.Limits
+	// IsOwner says whether the caller of a tool may change the common
+	// areas (agent.owners, the operator on the admin channel). nil: nobody.
+	IsOwner func(call tools.Call) bool
+	Logger  *slog.Logger
+}
+
+// Spaces serves the file tools over the per-user layout. Safe for
+// concurrent use.
+type Spaces struct {
+	cfg    Config
+	dir    string // absolute
+	logger *slog.Logger
+
+	mu    sync.Mutex
+	locks map[string]*sync.Mutex // per private folder: quota check + write
+}
+
+// Open prepares the layout under cfg.Dir (migrating a workspace of the
+// earlier, shared layout on first start: see Migrate) and returns the
+// Spaces.
+func Open(cfg Config) (*Spaces, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.IsOwner == nil {
+		cfg.IsOwner = func(tools.Call) bool { return false }
+	}
+	abs, err := filepath.Abs(cfg.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("workspace: %w", err)
+	}
+	if err := os.MkdirAll(abs, 0o750); err != nil {
+		return nil, fmt.Errorf("workspace: %w", err)
+	}
+	if err := Migrate(abs, cfg.Logger); err != nil {
+		return nil, err
+	}
+	return &Spaces{cfg: cfg, dir: abs, logger: cfg.Logger, locks: map[string]*sync.Mutex{}}, nil
+}
+
+// Dir is the workspace directory (absolute).
+func (s *Spaces) Dir() string { return s.dir }
+
+// ScopeDir maps a user scope to its folder name under files/: bytes other
+// than [A-Za-z0-9_.@-] are %XX-escaped (so "wecom:zhangsan" is
+// "wecom%3Azhangsan"), a leading dot is escaped, and very long scopes are
+// shortened with a hash, so every scope has its own folder and none can
+// name "..", a path separator or another scope's folder.
+func ScopeDir(scope string) string {
+	if scope == "" {
+		return "%" // no scope escapes to a lone %
+	}
+	var b strings.Builder
+	for i := 0; i < len(scope); i++ {
+		c := scope[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '-', c == '@':
+			b.WriteByte(c)
+		case c == '.' && i > 0:
+			b.WriteByte(c)
+		default:
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	name := b.String()
+	if len(name) > 200 {
+		sum := sha256.Sum256([]byte(scope))
+		head := name[:150]
+		if i := strings.LastIndexByte(head, '%'); i >= len(head)-2 {
+			head = head[:i] // keep a %XX escape whole
+		}
+		name = head + "~" + hex.EncodeToString(sum[:8])
+	}
+	return name
+}
+
+// Scope is the user scope of a tool call: the memory scope of its
+// conversation (the user in a direct chat, the group in a group chat).
+func Scope(call tools.Call) (string, error) {
+	if call.Session != "" {
+		if scope, err := session.Key(call.Session).MemoryScope(); err == nil {
+			return scope, nil
+		}
+	}
+	if call.Channel == "" || call.User == "" {
+		return "", errors.New("the file tools need a known user; this call has none")
+	}
+	return call.Channel + ":" + call.User, nil
+}
+
+// UserDir returns the absolute private folder of scope, creating it (0700).
+func (s *Spaces) UserDir(scope string) (string, error) {
+	if scope == "" {
+		return "", errors.New("workspace: empty scope")
+	}
+	dir := filepath.Join(s.dir, FilesDir, ScopeDir(scope))
+	if err := os.MkdirAll(filepath.Join(s.dir, FilesDir), 0o750); err != nil {
+		return "", fmt.Errorf("workspace: %w", err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", fmt.Errorf("workspace: %w", err)
+	}
+	if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
+		return "", fmt.Errorf("workspace: %s is not a directory", dir)
+	}
+	return dir, nil
+}
+
+// area is where a path of a call lands.
+type area int
+
+const (
+	areaPrivate area = iota
+	areaPrompt       // SOUL.md, AGENT.md, USER.md at the top
+	areaSkills
+	areaShared
+)
+
+func (a area) String() string {
+	switch a {
+	case areaPrompt:
+		return "the assistant's prompt"
+	case areaSkills:
+		return "skills/"
+	case areaShared:
+		return "shared/"
+	}
+	return "your folder"
+}
+
+// route cleans p and splits it into the area and the path inside it.
+// Absolute paths inside the workspace directory are taken relative to it.
+func (s *Spaces) route(p string) (area, string, error) {
+	orig := p
+	p = strings.TrimSpace(p)
+	if err := tools.CheckName(p); err != nil {
+		return 0, "", err
+	}
+	if filepath.IsAbs(p) {
+		rel, err := filepath.Rel(s.dir, filepath.Clean(p))
+		if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+			return 0, "", fmt.Errorf("path %q is outside the workspace; use a path relative to your folder", orig)
+		}
+		p = rel
+	}
+	if p == "" {
+		return areaPrivate, "", nil
+	}
+	p = path.Clean(filepath.ToSlash(p))
+	if p == ".." || strings.HasPrefix(p, "../") {
+		return 0, "", fmt.Errorf("path %q is outside the workspace; \"..\" may not leave it", orig)
+	}
+	first, rest, _ := strings.Cut(p, "/")
+	switch {
+	case rest == "" && slices.Contains(PromptFiles, first):
+		return areaPrompt, p, nil
+	case first == SkillsDir:
+		return areaSkills, rest, nil
+	case first == SharedDir:
+		return areaShared, rest, nil
+	}
+	return areaPrivate, p, nil
+}
+
+// open opens the root of area for call.
+func (s *Spaces) open(call tools.Call, a area) (*tools.Workspace, string, error) {
+	var dir string
+	switch a {
+	case areaPrompt:
+		dir = s.dir
+	case areaSkills, areaShared:
+		name := SkillsDir
+		if a == areaShared {
+			name = SharedDir
+		}
+		dir = filepath.Join(s.dir, name)
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return nil, "", fmt.Errorf("workspace: %w", err)
+		}
+	default:
+		scope, err := Scope(call)
+		if err != nil {
+			return nil, "", err
+		}
+		if dir, err = s.UserDir(scope); err != nil {
+			return nil, "", err
+		}
+	}
+	w, err := tools.OpenWorkspace(dir, s.cfg.Limits)
+	return w, dir, err
+}
+
+// Open opens the regular file p for reading as call sees it (send_file and
+// the like): the caller's folder or a common area, never another scope's.
+func (s *Spaces) Open(call tools.Call, p string) (*os.File, os.FileInfo, error) {
+	a, rel, err := s.route(p)
+	if err != nil {
+		return nil, nil, err
+	}
+	if a == areaPrompt {
+		rel = path.Base(rel)
+	}
+	w, _, err := s.open(call, a)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer w.Close() // an open file outlives its root
+	return w.Open(rel)
+}
+
+// lock returns the mutex of a private folder.
+func (s *Spaces) lock(dir string) *sync.Mutex {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, ok := s.locks[dir]
+	if !ok {
+		m = &sync.Mutex{}
+		s.locks[dir] = m
+	}
+	return m
+}
+
+// Usage is the bytes of regular files in scope's folder.
+func (s *Spaces) Usage(scope string) (int64, error) {
+	dir, err := s.UserDir(scope)
+	if err != nil {
+		return 0, err
+	}
+	return usage(dir)
+}
+
+func usage(dir string) (int64, error) {
+	var n int64
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if p == dir {
+				return err
+			}
+			return nil
+		}
+		if d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n, err
+}
+
+// checkQuota refuses growing dir by delta bytes past the quota.
+func (s *Spaces) checkQuota(dir string, delta int64) error {
+	if s.cfg.Quota <= 0 || delta <= 0 {
+		return nil
+	}
+	used, err := usage(dir)
+	if err != nil {
+		return fmt.Errorf("workspace: measuring your folder: %w", err)
+	}
+	if used+delta > s.cfg.Quota {
+		return fmt.Errorf("%w: your folder holds %s of its %s limit and this needs %s more; delete or shorten files first (write_file with empty content), or ask an owner to raise agent.workspace_quota_mb",
+			ErrQuota, mib(used), mib(s.cfg.Quota), mib(delta))
+	}
+	return nil
+}
+
+func mib(n int64) string {
+	if n < 1<<20 {
+		return fmt.Sprintf("%.1f KiB", float64(n)/1024)
+	}
+	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+}
+
+// SaveUpload stores data a user sent (a picture, a voice message, a file)
+// as uploads/<name> in scope's folder, within the quota, and returns the
+// path the user's tools know it by.
+func (s *Spaces) SaveUpload(scope, name string, data []byte) (string, error) {
+	if name == "" || strings.ContainsAny(name, `/\`) || name == "." || name == ".." || tools.CheckName(name) != nil {
+		return "", fmt.Errorf("workspace: bad upload name %q", name)
+	}
+	dir, err := s.UserDir(scope)
+	if err != nil {
+		return "", err
+	}
+	l := s.lock(dir)
+	l.Lock()
+	defer l.Unlock()
+	if err := s.checkQuota(dir, int64(len(data))); err != nil {
+		return "", err
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return "", fmt.Errorf("workspace: %w", err)
+	}
+	defer root.Close()
+	if err := root.MkdirAll(UploadsDir, 0o700); err != nil {
+		return "", fmt.Errorf("workspace: %w", err)
+	}
+	rel := UploadsDir + "/" + name
+	if err := root.WriteFile(rel, data, 0o600); err != nil {
+		return "", fmt.Errorf("workspace: save %s: %w", rel, err)
+	}
+	return rel, nil
+}
+
+// Tools returns read_file, write_file, edit_file and list_files over the
+// per-user layout.
+func (s *Spaces) Tools() []tools.Tool {
+	lim := tools.DefaultLimits
+	if s.cfg.Limits.ReadBytes > 0 {
+		lim.ReadBytes = s.cfg.Limits.ReadBytes
+	}
+	if s.cfg.Limits.WriteBytes > 0 {
+		lim.WriteBytes = s.cfg.Limits.WriteBytes
+	}
+	layout := " Paths are relative to your own folder; shared/ holds the office's shared files, skills/ the skills, and SOUL.md, AGENT.md, USER.md the assistant's instructions (only the assistant's owners change those)."
+	return []tools.Tool{
+		{
+			Name:        "read_file",
+			Description: fmt.Sprintf("Read a text file. Returns at most %d KiB per call; use offset and limit to read further.", lim.ReadBytes>>10) + layout,
+			Schema:      tools.SchemaFor[pathArgs](),
+			Handler:     s.handler("read_file", false),
+		},
+		{
+			Name:        "write_file",
+			Description: fmt.Sprintf("Create or overwrite a text file with content (at most %d KiB). Parent directories are created.", lim.WriteBytes>>10) + layout,
+			Schema:      tools.SchemaFor[writeArgs](),
+			Handler:     s.handler("write_file", true),
+		},
+		{
+			Name:        "edit_file",
+			Description: "Replace one exact occurrence of old_text with new_text in a file. old_text must match exactly once, including whitespace; add surrounding lines to make it unique." + layout,
+			Schema:      tools.SchemaFor[editArgs](),
+			Handler:     s.handler("edit_file", true),
+		},
+		{
+			Name:        "list_files",
+			Description: "List files in a directory (default: your folder). Directories end with /." + layout,
+			Schema:      tools.SchemaFor[listArgs](),
+			Handler:     s.list,
+		},
+	}
+}
+
+// The argument types mirror pkg/tools' file tools (their schemas are the
+// same; only the descriptions of path differ).
+type pathArgs struct {
+	Path   string `json:"path" desc:"file path relative to your folder, or shared/..., skills/..., SOUL.md"`
+	Offset int    `json:"offset,omitempty" desc:"first line to read, counting from 1 (default 1)"`
+	Limit  int    `json:"limit,omitempty" desc:"number of lines to read (default and maximum: the tool's line limit)"`
+}
+
+type writeArgs struct {
+	Path    string `json:"path" desc:"file path relative to your folder, or shared/..., skills/... (owners only)"`
+	Content string `json:"content" desc:"the complete new content of the file"`
+}
+
+type editArgs struct {
+	Path    string `json:"path" desc:"file path relative to your folder, or shared/..., skills/... (owners only)"`
+	OldText string `json:"old_text" desc:"exact text to replace; must occur exactly once in the file"`
+	NewText string `json:"new_text" desc:"replacement text"`
+}
+
+type listArgs struct {
+	Path      string `json:"path,omitempty" desc:"directory relative to your folder (default: your folder), or shared, skills"`
+	Recursive bool   `json:"recursive,omitempty" desc:"list subdirectories too"`
+}
+
+// handler routes a read or write tool to the area its path names.
+func (s *Spaces) handler(name string, write bool) func(context.Context, tools.Call) (string, error) {
+	return func(ctx context.Context, call tools.Call) (string, error) {
+		var args map[string]json.RawMessage
+		if err := json.Unmarshal(call.Args, &args); err != nil {
+			return "", fmt.Errorf("%w: %v", tools.ErrBadArgs, err)
+		}
+		var p string
+		if raw, ok := args["path"]; ok {
+			if err := json.Unmarshal(raw, &p); err != nil {
+				return "", fmt.Errorf("%w: path must be a string", tools.ErrBadArgs)
+			}
+		}
+		a, rel, err := s.route(p)
+		if err != nil {
+			return "", err
+		}
+		if rel == "" {
+			return "", fmt.Errorf("%s: give a file path, not a folder", name)
+		}
+		owner := s.cfg.IsOwner(call)
+		if write && a != areaPrivate && !owner {
+			return "", fmt.Errorf("%s %s: %w: %s is the office's common area; only the assistant's owners (agent.owners) may change it. Write in your own folder instead (a path without %q)",
+				name, p, ErrReadOnly, a, strings.SplitN(path.Clean(filepath.ToSlash(strings.TrimSpace(p))), "/", 2)[0]+"/")
+		}
+		w, dir, err := s.open(call, a)
+		if err != nil {
+			return "", err
+		}
+		defer w.Close()
+		if write && a == areaPrivate {
+			l := s.lock(dir)
+			l.Lock()
+			defer l.Unlock()
+			if err := s.checkQuota(dir, growth(w, name, rel, args)); err != nil {
+				return "", err
+			}
+		}
+		inner, err := setPath(args, rel)
+		if err != nil {
+			return "", err
+		}
+		var tool tools.Tool
+		for _, t := range w.Tools() {
+			if t.Name == name {
+				tool = t
+			}
+		}
+		c := call
+		c.Args = inner
+		out, err := tool.Handler(ctx, c)
+		if err == nil && write && a != areaPrivate {
+			who := call.Channel + ":" + call.User
+			s.logger.Warn("workspace: common file changed", "by", who, "area", a.String(), "path", p, "tool", name,
+				"bytes", len(args["content"])+len(args["new_text"]))
+		}
+		if err != nil && a != areaPrivate && a != areaPrompt {
+			// Name the path as the caller wrote it.
+			return "", fmt.Errorf("%s: %w", strings.TrimSpace(p), err)
+		}
+		return out, err
+	}
+}
+
+// growth estimates how many bytes a write adds to the folder.
+func growth(w *tools.Workspace, name, rel string, args map[string]json.RawMessage) int64 {
+	var old int64
+	if f, fi, err := w.Open(rel); err == nil {
+		old = fi.Size()
+		f.Close()
+	}
+	switch name {
+	case "write_file":
+		var content string
+		_ = json.Unmarshal(args["content"], &content)
+		return int64(len(content)) - old
+	case "edit_file":
+		var o, n string
+		_ = json.Unmarshal(args["old_text"], &o)
+		_ = json.Unmarshal(args["new_text"], &n)
+		return int64(len(n) - len(o))
+	}
+	return 0
+}
+
+// setPath returns args with path replaced by rel.
+func setPath(args map[string]json.RawMessage, rel string) (json.RawMessage, error) {
+	out := make(map[string]json.RawMessage, len(args))
+	for k, v := range args {
+		out[k] = v
+	}
+	p, _ := json.Marshal(rel)
+	out["path"] = p
+	b, err := json.Marshal(out)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", tools.ErrBadArgs, err)
+	}
+	return b, nil
+}
+
+// list is list_files: the caller's folder (with a note on the common
+// areas at its top), or a common area.
+func (s *Spaces) list(ctx context.Context, call tools.Call) (string, error) {
+	a0, err := tools.Decode[listArgs](call.Args)
+	if err != nil {
+		return "", err
+	}
+	a, rel, err := s.route(a0.Path)
+	if err != nil {
+		return "", err
+	}
+	if a == areaPrompt {
+		return "", fmt.Errorf("list_files %s: not a directory; use read_file", a0.Path)
+	}
+	w, _, err := s.open(call, a)
+	if err != nil {
+		return "", err
+	}
+	defer w.Close()
+	var tool tools.Tool
+	for _, t := range w.Tools() {
+		if t.Name == "list_files" {
+			tool = t
+		}
+	}
+	args, _ := json.Marshal(listArgs{Path: rel, Recursive: a0.Recursive})
+	c := call
+	c.Args = args
+	out, err := tool.Handler(ctx, c)
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case a == areaShared:
+		out = "shared/ (the office's shared files" + s.rw(call) + "):\n" + out
+	case a == areaSkills:
+		out = "skills/ (" + s.rw(call)[2:] + "):\n" + out
+	case a == areaPrivate && (rel == "" || rel == "."):
+		out = "Your folder:\n" + out + "\n\nAlso: shared/ (the office's shared files" + s.rw(call) + "), skills/, SOUL.md, AGENT.md, USER.md (the assistant's instructions)."
+	}
+	return out, nil
+}
+
+// rw says whether call may change the common areas.
+func (s *Spaces) rw(call tools.Call) string {
+	if s.cfg.IsOwner(call) {
+		return "; you may change them as an owner"
+	}
+	return "; read-only for you"
+}
