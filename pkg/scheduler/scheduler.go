@@ -110,7 +110,11 @@ type Config struct {
 	// Check says whether owner (a user scope, "wecom:alice") may address
 	// to on channel (recipient.Policy); nil allows every recipient. It is
 	// asked when a job is added, before each action, and by Enforce.
-	Check  func(owner, channel, to string) error
+	Check func(owner, channel, to string) error
+	// Scrub removes secrets from an action's error before it is stored
+	// (last_error, sched_runs.error) or sent to the owner
+	// (logging.Scrubber.Scrub); nil: logging.ScrubPatterns.
+	Scrub  func(string) string
 	Logger *slog.Logger
 
 	Grace         time.Duration // default DefaultGrace

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"agent/pkg/logging"
 )
 
 const jobColumns = `id, owner, channel, recipient, name, kind, spec, tz, action, payload, state,
@@ -331,6 +333,15 @@ func missedText(j Job, late time.Duration) string {
 		j.ID, j.Action, at, late.Round(time.Minute), shorten(j.Payload, 200))
 }
 
+// scrub is Config.Scrub: an action's error may quote a URL with a token or
+// a key (an llm_task's tool, a channel's transport error).
+func (s *Scheduler) scrub(v string) string {
+	if s.c.Scrub == nil {
+		return logging.ScrubPatterns(v)
+	}
+	return s.c.Scrub(v)
+}
+
 func shorten(s string, n int) string {
 	r := []rune(s)
 	if len(r) <= n {
@@ -359,7 +370,8 @@ func (s *Scheduler) finish(ctx context.Context, batch []result) ([]notice, error
 			}
 			continue
 		}
-		msg := shorten(r.err.Error(), 500)
+		// Scrubbed before it is cut, so no secret is left half-matched.
+		msg := shorten(s.scrub(r.err.Error()), 500)
 		if _, err := tx.ExecContext(ctx, `UPDATE sched_runs SET status = 'failed', finished_at = ?, error = ? WHERE job_id = ? AND slot = ?`,
 			at, msg, r.job.ID, r.slot); err != nil {
 			return nil, err
