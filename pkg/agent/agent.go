@@ -23,6 +23,7 @@ import (
 	"agent/pkg/clip"
 	"agent/pkg/config"
 	"agent/pkg/llm"
+	"agent/pkg/logging"
 	"agent/pkg/session"
 	"agent/pkg/tools"
 )
@@ -126,6 +127,11 @@ type Deps struct {
 	// OnTurn is told the session a turn wrote to, after the turn (memory
 	// compression watches session growth through it). It must not block.
 	OnTurn func(sessionID int64)
+	// Scrub removes secrets from a failed tool's error text before it
+	// becomes the tool result (stored in the session, sent to the model,
+	// shown by /verbose): logging.Scrubber.Scrub; nil:
+	// logging.ScrubPatterns.
+	Scrub  func(string) string
 	Logger *slog.Logger
 	Now    func() time.Time
 }
@@ -537,7 +543,11 @@ func (a *Agent) runOne(ctx context.Context, in Input, c llm.ToolCall) (string, b
 		} else {
 			a.logger.Debug("tool failed", "key", in.Key, "tool", c.Function.Name, "err", err)
 		}
-		msg := "error: " + err.Error()
+		scrub := a.d.Scrub
+		if scrub == nil {
+			scrub = logging.ScrubPatterns
+		}
+		msg := "error: " + scrub(err.Error())
 		if errors.Is(err, tools.ErrBadArgs) && !json.Valid([]byte(args)) {
 			msg += fmt.Sprintf("\nyou sent: %s", capText(args, 300))
 		}

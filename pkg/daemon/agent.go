@@ -95,6 +95,7 @@ func (d *Daemon) startBrain(cfg *config.Config) (b *brain, err error) {
 	ag := agent.New(agent.ConfigFrom(cfg), agent.Deps{
 		LLM: client, Tools: reg, Sessions: b.sessions, Prompt: b.prompt, Memory: b.memory,
 		OnTurn: b.compress.Notify, Logger: d.logger, Now: d.now,
+		Scrub: d.opts.Scrubber.Scrub, // tool errors are redacted like the logs (nil-safe)
 	})
 	b.runner = runner.New(runner.Config{MaxConcurrent: maxConcurrentTurns}, d.logger)
 	b.conv = conversation.New(conversation.Deps{

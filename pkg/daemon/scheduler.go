@@ -46,6 +46,7 @@ func (d *Daemon) startScheduler(b *brain, reg *tools.Registry, cfg *config.Confi
 		Send:     d.sendOut,
 		Prompt:   d.schedulePrompt,
 		Check:    d.checkJobRecipient,
+		Scrub:    d.opts.Scrubber.Scrub, // job errors are redacted like the logs (nil-safe)
 		Logger:   d.logger,
 	})
 	if err != nil {
