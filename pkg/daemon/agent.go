@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 
 	"agent/pkg/admin"
@@ -19,6 +18,7 @@ import (
 	"agent/pkg/runner"
 	"agent/pkg/session"
 	"agent/pkg/tools"
+	"agent/pkg/workspace"
 )
 
 // brain is the conversation pipeline: sessions, tools, the LLM client, the
@@ -26,7 +26,7 @@ import (
 type brain struct {
 	sessions *session.Store
 	prompt   *agent.Prompt
-	ws       *tools.Workspace
+	spaces   *workspace.Spaces
 	runner   *runner.Runner
 	conv     *conversation.Service
 	memory   *memory.Store
@@ -46,16 +46,21 @@ func (d *Daemon) startBrain(cfg *config.Config) (b *brain, err error) {
 			b.close(context.Background())
 		}
 	}()
-	if err := os.MkdirAll(cfg.Agent.Workspace, 0o750); err != nil {
+	// Each user scope has its own folder; the prompt files, skills and
+	// shared/ are changed by owners only (pkg/workspace).
+	spaces, err := workspace.Open(workspace.Config{
+		Dir:     cfg.Agent.Workspace,
+		Quota:   int64(cfg.Agent.WorkspaceQuotaMB) << 20,
+		Limits:  tools.DefaultLimits,
+		IsOwner: d.callerIsOwner,
+		Logger:  d.logger.With("component", "workspace"),
+	})
+	if err != nil {
 		return nil, fmt.Errorf("agent.workspace %s: %w", cfg.Agent.Workspace, err)
 	}
-	ws, err := tools.OpenWorkspace(cfg.Agent.Workspace, tools.DefaultLimits)
-	if err != nil {
-		return nil, fmt.Errorf("agent.workspace: %w", err)
-	}
-	b.ws = ws
+	b.spaces = spaces
 	reg := tools.NewRegistry()
-	for _, t := range ws.Tools() {
+	for _, t := range spaces.Tools() {
 		if err := reg.Register(t); err != nil {
 			return nil, err
 		}
@@ -63,7 +68,7 @@ func (d *Daemon) startBrain(cfg *config.Config) (b *brain, err error) {
 	if err := reg.Register(agent.MessageTool(d.recipients(), d.sendOut)); err != nil {
 		return nil, err
 	}
-	for _, t := range d.wecomMediaTools(ws) { // pkg/daemon/wecom.go
+	for _, t := range d.wecomMediaTools(spaces) { // pkg/daemon/wecom.go
 		if err := reg.Register(t); err != nil {
 			return nil, err
 		}
@@ -153,10 +158,14 @@ func (b *brain) close(ctx context.Context) error {
 	if b.memory != nil {
 		b.memory.Close() // before the models close
 	}
-	if b.ws != nil {
-		errs = append(errs, b.ws.Close())
-	}
 	return errors.Join(errs...)
+}
+
+// callerIsOwner reports whether a tool call comes from an owner: one of
+// agent.owners, or the operator on the admin channel (agentctl over the
+// 0600 admin socket).
+func (d *Daemon) callerIsOwner(call tools.Call) bool {
+	return d.recipients().Owner(recipient.Caller{Channel: call.Channel, User: call.User})
 }
 
 // recipients is the rule for whom a tool call may address (it follows

@@ -16,6 +16,7 @@ import (
 	"agent/pkg/pairing"
 	"agent/pkg/tools"
 	wx "agent/pkg/wecom"
+	"agent/pkg/workspace"
 )
 
 // wecomChannel is the running WeCom channel: the callback handler, the
@@ -69,7 +70,7 @@ func (d *Daemon) startWeCom(cfg *config.Config) {
 			Inbox: inbox, Outbox: c.outbox, Conversation: d.brain.conv,
 			Pairing: pairing.New(db, d.now), Policy: d.dmPolicy,
 			Debounce: cfg.WeCom.Debounce.Duration, Logger: logger,
-			Media: client, Workspace: cfg.Agent.Workspace, ASR: d.wecomRecognizer,
+			Media: client, Uploads: d.brain.spaces, ASR: d.wecomRecognizer,
 			Vision: func() bool { return d.config().LLM.Vision },
 		})
 		h.Stored = c.proc.Wake
@@ -153,10 +154,10 @@ func (d *Daemon) wecomRecognizer() wch.Recognizer {
 }
 
 // wecomMediaTools are send_image, send_file, send_video and send_link on
-// the workspace ws; they work once the channel runs.
-func (d *Daemon) wecomMediaTools(ws *tools.Workspace) []tools.Tool {
+// the callers' folders; they work once the channel runs.
+func (d *Daemon) wecomMediaTools(spaces *workspace.Spaces) []tools.Tool {
 	return wch.MediaTools(wch.ToolDeps{
-		Open:       ws.Open,
+		Open:       spaces.Open,
 		Recipients: d.recipients(),
 		Upload: func(ctx context.Context, kind, name string, r io.Reader, size int64) (string, error) {
 			if d.wecom == nil {

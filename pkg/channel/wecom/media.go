@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"path"
 	"strings"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"agent/pkg/clip"
 	"agent/pkg/llm"
 	wx "agent/pkg/wecom"
+	"agent/pkg/workspace"
 )
 
 // MediaGetter downloads inbound media (*wecom.Client).
@@ -38,8 +38,12 @@ const (
 	downloadTime   = time.Minute
 )
 
-// uploadsDir is where inbound media are saved, under the workspace.
-const uploadsDir = "uploads"
+// Uploads stores what a user sent in that user's own folder, within its
+// quota (workspace.Spaces), and returns the path the user's file tools
+// know it by.
+type Uploads interface {
+	SaveUpload(scope, name string, data []byte) (string, error)
+}
 
 // mediaResult is what one inbound media message contributes to a turn.
 type mediaResult struct {
@@ -55,8 +59,8 @@ type mediaResult struct {
 // turn: a failure becomes a notice to the user and a note to the model.
 func (p *Processor) media(ctx context.Context, b *batch, r row, images int) mediaResult {
 	var m wx.Message
-	if err := json.Unmarshal([]byte(r.raw), &m); err != nil || m.MediaID == "" || p.cfg.Media == nil || p.cfg.Workspace == "" {
-		// Not downloadable (no media id, or no workspace configured).
+	if err := json.Unmarshal([]byte(r.raw), &m); err != nil || m.MediaID == "" || p.cfg.Media == nil || p.cfg.Uploads == nil {
+		// Not downloadable (no media id, or nowhere to keep it).
 		return mediaResult{text: r.content}
 	}
 	kind, limit, what := r.msgType, int64(maxFileBytes), "file"
@@ -88,6 +92,14 @@ func (p *Processor) media(ctx context.Context, b *batch, r row, images int) medi
 	}
 	ext := mediaExt(kind, m, data)
 	rel, err := p.saveUpload(b.sender, r, m.MsgID, ext, data)
+	if err != nil && errors.Is(err, workspace.ErrQuota) {
+		p.logger.Warn("wecom media not saved: the user's folder is full", "sender", b.sender, "type", kind, "err", err)
+		return mediaResult{
+			text:   fmt.Sprintf("[The user sent a %s that could not be saved: their folder is full.]", what),
+			note:   true,
+			notice: fmt.Sprintf("I could not keep your %s: your folder is full (%s). Ask me to delete files you no longer need, then send it again.", what, err),
+		}
+	}
 	if err != nil {
 		p.logger.Error("wecom media not saved", "sender", b.sender, "type", kind, "err", err)
 		return mediaResult{
@@ -160,29 +172,16 @@ func (p *Processor) transcribe(ctx context.Context, b *batch, data []byte, rel s
 	return mediaResult{text: "[voice message, transcribed] " + text}
 }
 
-// saveUpload writes data to uploads/<sender>/<date>-<msgid><ext> under the
-// workspace, through an os.Root: neither the sender, the message id nor a
-// WeCom file name can choose a path outside it. It returns the path
-// relative to the workspace.
+// saveUpload stores data as uploads/<date>-<msgid><ext> in the sender's
+// own folder (Uploads): neither the sender, the message id nor a WeCom
+// file name can choose where. It returns the path the sender's file tools
+// know it by.
 func (p *Processor) saveUpload(sender string, r row, msgID, ext string, data []byte) (string, error) {
-	root, err := os.OpenRoot(p.cfg.Workspace)
-	if err != nil {
-		return "", fmt.Errorf("open workspace: %w", err)
-	}
-	defer root.Close()
-	dir := path.Join(uploadsDir, safeName(sender))
-	if err := root.MkdirAll(dir, 0o750); err != nil {
-		return "", fmt.Errorf("create %s: %w", dir, err)
-	}
 	id := safeName(msgID)
 	if msgID == "" {
 		id = fmt.Sprintf("row%d", r.id)
 	}
-	name := path.Join(dir, r.received.Format("20060102")+"-"+id+ext)
-	if err := root.WriteFile(name, data, 0o640); err != nil {
-		return "", fmt.Errorf("write %s: %w", name, err)
-	}
-	return name, nil
+	return p.cfg.Uploads.SaveUpload(Channel+":"+sender, r.received.Format("20060102")+"-"+id+ext, data)
 }
 
 // safeName maps s to a file name of [A-Za-z0-9_.@-], at most 64 bytes,

@@ -25,6 +25,7 @@ import (
 	"agent/pkg/tools"
 	wx "agent/pkg/wecom"
 	"agent/pkg/wecom/wecomtest"
+	"agent/pkg/workspace"
 )
 
 func pngBytes(t *testing.T) []byte {
@@ -43,13 +44,18 @@ func mediaMsg(from, id, kind, mediaID string) *wx.Message {
 		MediaID: mediaID, MsgID: id, AgentID: testAgent}
 }
 
-// mediaRig is a rig whose processor downloads media into a workspace.
+// mediaRig is a rig whose processor downloads media into a workspace; it
+// returns the workspace and alice's own folder in it.
 func mediaRig(t *testing.T, vision bool, asr func() Recognizer) (*rig, string) {
 	t.Helper()
 	ws := t.TempDir()
+	spaces, err := workspace.Open(workspace.Config{Dir: ws, Quota: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
 	var client *wx.Client
 	r := newRig(t, "", func(pc *ProcessorConfig) {
-		pc.Workspace = ws
+		pc.Uploads = spaces
 		pc.Vision = func() bool { return vision }
 		pc.ASR = asr
 		pc.Media = mediaGetterFunc(func(ctx context.Context, id string, max int64) ([]byte, string, string, error) {
@@ -57,7 +63,11 @@ func mediaRig(t *testing.T, vision bool, asr func() Recognizer) (*rig, string) {
 		})
 	})
 	client = r.client
-	return r, ws
+	alice := filepath.Join(ws, workspace.FilesDir, workspace.ScopeDir("wecom:alice"))
+	if err := os.MkdirAll(alice, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return r, alice
 }
 
 type mediaGetterFunc func(ctx context.Context, id string, max int64) ([]byte, string, string, error)
@@ -87,12 +97,12 @@ func TestInboundImage(t *testing.T) {
 			if len(turns) != 1 {
 				t.Fatalf("%d turns, want 1 (debounced)", len(turns))
 			}
-			want := filepath.Join(ws, "uploads", "alice", r.clock.Now().Format("20060102")+"-2001.png")
+			want := filepath.Join(ws, "uploads", r.clock.Now().Format("20060102")+"-2001.png")
 			got, err := os.ReadFile(want)
 			if err != nil || !bytes.Equal(got, pic) {
 				t.Fatalf("saved picture %s: %v (%d bytes)", want, err, len(got))
 			}
-			rel := "uploads/alice/" + filepath.Base(want)
+			rel := "uploads/" + filepath.Base(want)
 			in := turns[0]
 			if !strings.Contains(in.Text, rel) || !strings.Contains(in.Text, "what is this?") {
 				t.Fatalf("turn text %q", in.Text)
@@ -148,12 +158,12 @@ func TestInboundFileVideoLink(t *testing.T) {
 	eventually(t, r.clock, time.Second, "the turn", func() bool { return len(r.conv.Turns()) == 1 })
 	day := r.clock.Now().Format("20060102")
 	for _, name := range []string{day + "-2201.pdf", day + "-2202.mp4"} {
-		if _, err := os.Stat(filepath.Join(ws, "uploads", "alice", name)); err != nil {
+		if _, err := os.Stat(filepath.Join(ws, "uploads", name)); err != nil {
 			t.Errorf("not saved: %v", err)
 		}
 	}
 	in := r.conv.Turns()[0].Text
-	for _, want := range []string{`"../../report.pdf"`, "uploads/alice/" + day + "-2201.pdf", "uploads/alice/" + day + "-2202.mp4", "Go 1.26", "https://go.dev/doc/go1.26"} {
+	for _, want := range []string{`"../../report.pdf"`, "uploads/" + day + "-2201.pdf", "uploads/" + day + "-2202.mp4", "Go 1.26", "https://go.dev/doc/go1.26"} {
 		if !strings.Contains(in, want) {
 			t.Errorf("turn text lacks %q:\n%s", want, in)
 		}
@@ -223,7 +233,7 @@ func mediaTools(t *testing.T, r *rig, ws string) (*tools.Registry, *atomic.Int32
 	var uploads atomic.Int32
 	reg := tools.NewRegistry()
 	for _, tool := range MediaTools(ToolDeps{
-		Open: w.Open,
+		Open: func(_ tools.Call, p string) (*os.File, os.FileInfo, error) { return w.Open(p) },
 		Upload: func(ctx context.Context, kind, name string, rd io.Reader, size int64) (string, error) {
 			uploads.Add(1)
 			return r.client.UploadMedia(ctx, kind, name, rd, size)
@@ -457,4 +467,31 @@ type countingRecognizer struct {
 func (c countingRecognizer) Transcribe(ctx context.Context, s []float32) (asr.Result, error) {
 	c.n.Add(1)
 	return c.r.Transcribe(ctx, s)
+}
+
+// A picture that would take the sender's folder over its quota is not
+// kept, and the sender is told why.
+func TestInboundMediaOverQuota(t *testing.T) {
+	spaces, err := workspace.Open(workspace.Config{Dir: t.TempDir(), Quota: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var client *wx.Client
+	r := newRig(t, "", func(pc *ProcessorConfig) {
+		pc.Uploads = spaces
+		pc.Media = mediaGetterFunc(func(ctx context.Context, id string, max int64) ([]byte, string, string, error) {
+			return client.GetMedia(ctx, id, max)
+		})
+	})
+	client = r.client
+	r.api.PutMedia("IMG9", wecomtest.Media{Kind: "image", Filename: "big.png", ContentType: "image/png", Data: pngBytes(t)})
+	r.ok(mediaMsg("alice", "2901", wx.MsgImage, "IMG9"))
+	r.start()
+	eventually(t, r.clock, time.Second, "the notice", func() bool { return len(r.sentTo("alice")) >= 1 })
+	if got := r.sentTo("alice")[0]; !strings.Contains(got, "your folder is full") {
+		t.Fatalf("notice %q", got)
+	}
+	if n, _ := spaces.Usage("wecom:alice"); n != 0 {
+		t.Fatalf("usage %d after a refused upload", n)
+	}
 }

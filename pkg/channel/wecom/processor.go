@@ -41,11 +41,11 @@ type ProcessorConfig struct {
 	Debounce time.Duration // messages of one sender this close together make one turn; 0 = none
 	Clock    Clock
 	Logger   *slog.Logger
-	// Media downloads inbound pictures, voice, videos and files into
-	// Workspace/uploads (media.go); when nil or Workspace is "", media
-	// are only described to the model.
-	Media     MediaGetter
-	Workspace string
+	// Media downloads inbound pictures, voice, videos and files into the
+	// sender's own folder through Uploads (media.go); when either is nil,
+	// media are only described to the model.
+	Media   MediaGetter
+	Uploads Uploads
 	// Vision reports whether pictures go to the model as image content
 	// (llm.vision); nil means no.
 	Vision func() bool

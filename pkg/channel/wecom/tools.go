@@ -20,9 +20,10 @@ import (
 // send_link) need. Each func is looked up per call, so the tools may be
 // registered before the channel starts.
 type ToolDeps struct {
-	// Open opens a regular file confined to the workspace
-	// (tools.Workspace.Open); its errors are written for the model.
-	Open func(path string) (*os.File, os.FileInfo, error)
+	// Open opens a regular file as the caller sees it: their own folder
+	// or a common area (workspace.Spaces.Open); its errors are written for
+	// the model.
+	Open func(call tools.Call, path string) (*os.File, os.FileInfo, error)
 	// Upload uploads temporary media (wecom.Client.UploadMedia).
 	Upload func(ctx context.Context, kind, filename string, r io.Reader, size int64) (string, error)
 	// Deliver queues a media message for a user, in order with their
@@ -150,7 +151,7 @@ func (d ToolDeps) sendFile(ctx context.Context, call tools.Call, kind, p, to, ti
 	if err != nil {
 		return "", err
 	}
-	f, fi, err := d.Open(p)
+	f, fi, err := d.Open(call, p)
 	if err != nil {
 		return "", err // confined to the workspace; the message says why
 	}
