@@ -466,7 +466,7 @@ func TestAdminSendRunsTheAgent(t *testing.T) {
 	if err != nil || len(res.Replies) != 1 || res.Replies[0] != "Saved your note." {
 		t.Fatalf("send = %+v, %v", res, err)
 	}
-	if b, err := os.ReadFile(filepath.Join(dir, "workspace", "notes", "todo.txt")); err != nil || string(b) != "buy milk" {
+	if b, err := os.ReadFile(filepath.Join(dir, "workspace", "files", "admin%3Aalice", "notes", "todo.txt")); err != nil || string(b) != "buy milk" {
 		t.Fatalf("workspace file = %q, %v", b, err)
 	}
 	res, err = c.Send(ctx, admin.SendRequest{To: "alice", Text: "/status"})

@@ -33,7 +33,7 @@ func TestWeComImageThroughTheDaemon(t *testing.T) {
 	var mu sync.Mutex
 	var first []byte // the first model request of the turn
 	var tools []string
-	saved := regexp.MustCompile(`uploads/zed/[0-9]+-3001\.png`)
+	saved := regexp.MustCompile(`uploads/[0-9]+-3001\.png`)
 	llm := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		raw, _ := io.ReadAll(r.Body)
 		var req struct {
@@ -97,7 +97,7 @@ func TestWeComImageThroughTheDaemon(t *testing.T) {
 	if !strings.Contains(strings.Join(tools, ","), "send_image") {
 		t.Errorf("tools offered on wecom: %v", tools)
 	}
-	files, _ := filepath.Glob(filepath.Join(dir, "workspace", "uploads", "zed", "*-3001.png"))
+	files, _ := filepath.Glob(filepath.Join(dir, "workspace", "files", "wecom%3Azed", "uploads", "*-3001.png"))
 	if len(files) != 1 {
 		t.Fatalf("saved uploads: %v", files)
 	}
