@@ -193,6 +193,9 @@ func (r *Recorder) drop() {
 
 func (r *Recorder) writer() {
 	defer close(r.done)
+	if err := r.rescrub(); err != nil {
+		r.writeErrs.Add(1)
+	}
 	for {
 		var batch []item
 		select {
@@ -265,6 +268,72 @@ func (r *Recorder) write(entries []Entry) error {
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM error_log WHERE id <= (SELECT max(id) FROM error_log) - ?`, r.o.MaxRows); err != nil {
 		return err
+	}
+	return tx.Commit()
+}
+
+// rescrub passes the rows already stored through Scrub once, when the
+// writer starts: rows written by an older release, or before a secret was
+// configured, lose it too (secure_delete overwrites the old text in the
+// file; the WAL keeps it until the next checkpoint). The table is bounded,
+// so this is at most MaxRows small rows.
+func (r *Recorder) rescrub() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rows, err := r.db.QueryContext(ctx, `SELECT id, component, msg, attrs FROM error_log`)
+	if err != nil {
+		return err
+	}
+	type fix struct {
+		id                    int64
+		component, msg, attrs string
+	}
+	var fixes []fix
+	for rows.Next() {
+		var f fix
+		if err := rows.Scan(&f.id, &f.component, &f.msg, &f.attrs); err != nil {
+			rows.Close()
+			return err
+		}
+		changed := false
+		for _, p := range []*string{&f.component, &f.msg} {
+			if v := r.o.Scrub(*p); v != *p {
+				*p, changed = v, true
+			}
+		}
+		var attrs map[string]string
+		if f.attrs != "" && json.Unmarshal([]byte(f.attrs), &attrs) == nil {
+			dirty := false
+			for k, v := range attrs {
+				if c := r.o.Scrub(v); c != v {
+					attrs[k], dirty = c, true
+				}
+			}
+			if dirty {
+				b, _ := json.Marshal(attrs)
+				f.attrs, changed = string(b), true
+			}
+		} else if v := r.o.Scrub(f.attrs); v != f.attrs {
+			f.attrs, changed = v, true // not JSON: scrubbed as text
+		}
+		if changed {
+			fixes = append(fixes, f)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil || len(fixes) == 0 {
+		return err
+	}
+	tx, err := r.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	for _, f := range fixes {
+		if _, err := tx.ExecContext(ctx, `UPDATE error_log SET component = ?, msg = ?, attrs = ? WHERE id = ?`,
+			f.component, f.msg, f.attrs, f.id); err != nil {
+			return err
+		}
 	}
 	return tx.Commit()
 }

@@ -204,3 +204,44 @@ func TestSecretsNeverReachTheFile(t *testing.T) {
 		t.Fatalf("the scrubbed rows are not in the files read; the check proves nothing")
 	}
 }
+
+// TestOldRowsRescrubbed: rows an older release stored with a secret in
+// them are scrubbed when the recorder starts, and after a checkpoint the
+// old text is gone from the file (secure_delete).
+func TestOldRowsRescrubbed(t *testing.T) {
+	path := filepath.Join(t.TempDir(), store.FileName)
+	st, err := store.Open(context.Background(), path, nil, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	const secret, token = "corp-Secret-7f3a9c", "WeComTok3n0123456789"
+	if _, err := st.DB().Exec(`INSERT INTO error_log(at, level, component, msg, attrs) VALUES (1, 'ERROR', 'wecom', ?, ?), (2, 'WARN', 'x', 'clean', '{"n":"1"}')`,
+		"send failed with "+secret, `{"err":"Post \"https://x/send?access_token=`+token+`\": EOF"}`); err != nil {
+		t.Fatal(err)
+	}
+	sc := &logging.Scrubber{}
+	sc.Set([]string{secret})
+	r := New(st.DB(), Options{Scrub: sc.Scrub})
+	if err := r.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	r.Close(context.Background())
+	got, err := Since(context.Background(), st.DB(), time.Time{}, 10)
+	if err != nil || len(got) != 2 {
+		t.Fatalf("rows %+v %v", got, err)
+	}
+	if got[0].Msg != "send failed with ***" || got[0].Attrs["err"] != `Post "https://x/send?access_token=***": EOF` || got[1].Attrs["n"] != "1" {
+		t.Fatalf("rows after start: %+v", got)
+	}
+	if _, err := st.DB().Exec(`PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(raw, []byte(secret)) || bytes.Contains(raw, []byte(token)) {
+		t.Fatal("the old text is still in the database file")
+	}
+}
