@@ -155,8 +155,13 @@ func (d *Daemon) reloadMCPTool() tools.Tool {
 		Name: ToolReloadMCP,
 		Description: "Re-read the [mcp_servers] section of the agent's configuration file and start, stop or restart " +
 			"MCP servers to match, without restarting the agent. Returns each server's state and number of tools; " +
-			"new tools (named SERVER__TOOL) can be used from the next step.",
-		Handler: func(ctx context.Context, _ tools.Call) (string, error) {
+			"new tools (named SERVER__TOOL) can be used from the next step. For the assistant's owners only.",
+		Handler: func(ctx context.Context, call tools.Call) (string, error) {
+			if !d.trusted(call) {
+				// It restarts servers everyone's turns use and shows
+				// their errors: an operator's action.
+				return "", errors.New("reload_mcp: only the assistant's owners may reload its MCP servers")
+			}
 			if err := d.reloadMCP(ctx); err != nil {
 				return "", fmt.Errorf("reload_mcp: %w", err)
 			}

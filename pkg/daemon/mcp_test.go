@@ -87,9 +87,15 @@ func (m *mcpDaemon) write(t *testing.T, servers string) {
 	}
 }
 
+// reloadTool runs reload_mcp as the operator (admin channel); a user who
+// is not an owner is refused and nothing is reloaded.
 func (m *mcpDaemon) reloadTool(t *testing.T) (string, error) {
 	t.Helper()
-	return m.reg.Run(context.Background(), ToolReloadMCP, tools.Call{Args: []byte(`{}`)})
+	if _, err := m.reg.Run(context.Background(), ToolReloadMCP, tools.Call{Args: []byte(`{}`), Channel: "wecom", User: "mallory"}); err == nil ||
+		!strings.Contains(err.Error(), "only the assistant's owners") {
+		t.Errorf("reload_mcp by a user who is not an owner: %v", err)
+	}
+	return m.reg.Run(context.Background(), ToolReloadMCP, tools.Call{Args: []byte(`{}`), Channel: "admin", User: "ops"})
 }
 
 func (m *mcpDaemon) mcpCheck(t *testing.T) health.Result {
