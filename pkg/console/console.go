@@ -2,6 +2,11 @@
 // voice and text chat over the agent.voice.v1 WebSocket (/voice), and a
 // status panel fed by /healthz. It is one static page, embedded in the
 // binary; the browser does the audio capture and resampling to 16 kHz.
+//
+// Access (sessions.go): a one-time link from `agentctl console` signs a
+// browser in as the operator (a session cookie the voice channel checks on
+// upgrade); otherwise the page asks for the voice token, which makes it a
+// device like any other, subject to the DM policy.
 package console
 
 import (

@@ -35,7 +35,8 @@ func TestPage(t *testing.T) {
 		t.Fatalf("GET / = %d %q", rec.Code, rec.Header().Get("Content-Type"))
 	}
 	body := rec.Body.String()
-	for _, want := range []string{`id="ptt"`, `id="text"`, `id="health"`, "/voice", "/healthz", "agent.voice.v1", "getUserMedia"} {
+	for _, want := range []string{`id="ptt"`, `id="text"`, `id="health"`, "/voice", "/healthz", "agent.voice.v1", "getUserMedia",
+		`id="signin"`, `id="token"`, "Run <code>agentctl console</code> on the box for a sign-in link"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("page lacks %q", want)
 		}
@@ -163,12 +164,15 @@ func TestConsoleInChromium(t *testing.T) {
 	f.Close()
 
 	conv := &echoConv{}
-	vs := voice.New(voice.Config{Token: func() string { return "" }, AllowNoToken: true,
+	// No voice.token: only a console session gets in.
+	sessions := NewSessions(SessionConfig{})
+	vs := voice.New(voice.Config{Token: func() string { return "" }, Sessions: sessions,
 		ASR: func() voice.Recognizer { return rec }, Conversation: conv, VAD: voice.VADConfig{Silence: -1},
 		Defaults: func() voice.Defaults { return voice.Defaults{Partials: true} }})
 	defer vs.Close(context.Background())
 	mux := http.NewServeMux()
 	mux.Handle("GET /{$}", Handler())
+	mux.Handle("GET "+SignInPath, sessions.SignIn())
 	mux.Handle("GET /voice", vs)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -240,7 +244,35 @@ func TestConsoleInChromium(t *testing.T) {
 	defer ws.Close()
 	c := &cdp{t: t, ws: ws}
 
-	c.until("window.consoleApp && consoleApp.ready && consoleApp.health", 30*time.Second)
+	// Signed out: refused, the sign-in panel says how to get in.
+	c.until(`window.consoleApp && consoleApp.fatal === "unauthorized" && !document.getElementById("signin").hidden`, 30*time.Second)
+	var panel string
+	c.eval(`document.getElementById("signin").innerText`, &panel)
+	if !strings.Contains(panel, "Run agentctl console on the box for a sign-in link") {
+		t.Errorf("sign-in panel %q", panel)
+	}
+	// The one-time link from agentctl console signs this browser in.
+	link, err := sessions.NewLink(hs.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.call("Page.navigate", map[string]any{"url": link.URL})
+	c.until(`location.pathname === "/" && window.consoleApp && consoleApp.ready && consoleApp.health`, 30*time.Second)
+	var hidden bool
+	c.eval(`document.getElementById("signin").hidden`, &hidden)
+	if !hidden {
+		t.Error("sign-in panel still shown once signed in")
+	}
+	var ready string
+	c.eval(`consoleApp.events.find(e => e.type === "ready").session`, &ready)
+	if ready != "p2p:admin:console" {
+		t.Errorf("console session %q; want the operator's p2p:admin:console", ready)
+	}
+	var cookieJS string
+	c.eval(`document.cookie`, &cookieJS)
+	if strings.Contains(cookieJS, CookieName) {
+		t.Errorf("the session cookie is readable by scripts: %q", cookieJS)
+	}
 	var rate int
 	c.eval("consoleApp.rate", &rate)
 	t.Logf("browser audio context at %d Hz", rate)

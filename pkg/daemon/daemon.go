@@ -21,6 +21,7 @@ import (
 	"agent/pkg/buildinfo"
 	"agent/pkg/channel/voice"
 	"agent/pkg/config"
+	"agent/pkg/console"
 	"agent/pkg/health"
 	"agent/pkg/logging"
 	"agent/pkg/metrics"
@@ -82,6 +83,7 @@ type Daemon struct {
 	loopPing chan chan struct{} // the event_loop liveness probe
 	wecom    *wecomChannel      // nil unless wecom.enabled
 	voice    *voice.Server      // nil unless voice.enabled
+	sessions *console.Sessions  // web console sign-ins (voice.go)
 
 	serveErr chan error
 	httpAddr string

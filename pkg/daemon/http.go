@@ -11,6 +11,7 @@ import (
 
 	"agent/pkg/buildinfo"
 	"agent/pkg/health"
+	"agent/pkg/hostguard"
 	"agent/pkg/metrics"
 )
 
@@ -33,7 +34,7 @@ func (d *Daemon) routes() http.Handler {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		d.metrics.WriteText(w)
 	})
-	return d.instrument(mux)
+	return d.hostGuard(d.instrument(mux)) // every path: DNS rebinding (hosts.go)
 }
 
 type healthzBody struct {
@@ -66,14 +67,10 @@ func (d *Daemon) handleHealthz(w http.ResponseWriter, r *http.Request) {
 	json.NewEncoder(w).Encode(body)
 }
 
-func fromLoopback(r *http.Request) bool {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return false
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
+// fromLoopback: a loopback peer with a loopback Host and no proxy headers
+// (a tunnel or proxy on the box relays from anywhere). It gates metrics
+// and health details, never anyone's rights (hostguard.Local).
+func fromLoopback(r *http.Request) bool { return hostguard.Local(r) }
 
 type statusRecorder struct {
 	http.ResponseWriter

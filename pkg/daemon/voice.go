@@ -2,8 +2,13 @@ package daemon
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"net"
 	"net/http"
+	"net/netip"
 
+	"agent/pkg/admin"
 	"agent/pkg/asr"
 	"agent/pkg/channel/voice"
 	"agent/pkg/config"
@@ -25,19 +30,29 @@ type vadSource interface {
 	VAD() *vad.Model
 }
 
-// voiceRoutes registers the web console at / and, when voice.enabled, the
-// agent.voice.v1 WebSocket at /voice.
+// consoleOperator is who the web console signed in with `agentctl console`
+// speaks as: the operator's admin channel (agentctl send's), because the
+// link came over the 0600 admin socket. Admitted without pairing.
+var consoleOperator = voice.Identity{Channel: "admin", User: "console"}
+
+// voiceRoutes registers the web console at / with its sign-in link at
+// /console and, when voice.enabled, the agent.voice.v1 WebSocket at /voice.
 func (d *Daemon) voiceRoutes(mux *http.ServeMux) {
+	d.sessions = console.NewSessions(console.SessionConfig{Now: d.now, Logger: d.logger.With("component", "console")})
 	mux.Handle("GET /{$}", console.Handler())
+	mux.Handle("GET "+console.SignInPath, d.sessions.SignIn())
 	cfg := d.config()
 	if !cfg.Voice.Enabled {
 		return
 	}
 	vc := voice.Config{
-		Token:        func() string { return d.config().Voice.Token },
-		AllowNoToken: cfg.ListenIsLoopback(),
-		ASR:          d.voiceRecognizer,
-		Admit:        d.admitVoice,
+		// An empty voice.token admits no device; the console gets in
+		// with its session (agentctl console), nothing else.
+		Token:    func() string { return d.config().Voice.Token },
+		Sessions: d.sessions,
+		Operator: consoleOperator,
+		ASR:      d.voiceRecognizer,
+		Admit:    d.admitVoice,
 		Defaults: func() voice.Defaults {
 			v := d.config().Voice
 			return voice.Defaults{Partials: v.PartialTranscripts, TTS: v.TTS, TTSVoice: v.TTSVoice}
@@ -86,9 +101,10 @@ func (d *Daemon) voiceRecognizer() voice.Recognizer {
 	return nil
 }
 
-// admitVoice applies security.dm_policy to a voice client: admitted when
-// any of its principals ("voice:DEVICE", "voice:USER") is; otherwise,
-// under "pairing", the first one gets a code for the operator to approve.
+// admitVoice applies security.dm_policy, as configured now, to a voice
+// device at its hello and before each of its turns: admitted when any of
+// its principals ("voice:DEVICE", "voice:USER") is; otherwise, under
+// "pairing", the first one gets a code for the operator to approve.
 func (d *Daemon) admitVoice(ctx context.Context, principals []string) (voice.Admission, error) {
 	if len(principals) == 0 {
 		return voice.Admission{}, nil
@@ -125,4 +141,43 @@ func (d *Daemon) stopVoice(ctx context.Context) {
 	if err := d.voice.Close(ctx); err != nil {
 		d.logger.Warn("voice connections did not close in time", "err", err)
 	}
+}
+
+// ConsoleLink implements admin.ConsoleBackend: a one-time sign-in link for
+// the web console on this agent's listen address (a wildcard listener is
+// reached on loopback).
+func (d *Daemon) ConsoleLink(context.Context) (admin.ConsoleLink, error) {
+	if d.sessions == nil {
+		return admin.ConsoleLink{}, errors.New("console: the HTTP server is not running")
+	}
+	host, port, err := net.SplitHostPort(d.httpAddr)
+	if err != nil {
+		return admin.ConsoleLink{}, fmt.Errorf("console: listen address %q: %w", d.httpAddr, err)
+	}
+	if ip, err := netip.ParseAddr(host); err == nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+		if ip.Is6() {
+			host = "::1"
+		}
+	}
+	l, err := d.sessions.NewLink("http://" + net.JoinHostPort(host, port))
+	if err != nil {
+		return admin.ConsoleLink{}, err
+	}
+	d.logger.Info("console sign-in link issued over the admin socket", "expires", l.Expires)
+	return admin.ConsoleLink{URL: l.URL, ExpiresAt: l.Expires, Voice: d.voice != nil}, nil
+}
+
+// ConsoleEnd implements admin.ConsoleBackend: every console session ends
+// and its voice connections close.
+func (d *Daemon) ConsoleEnd(context.Context) (admin.ConsoleEnded, error) {
+	if d.sessions == nil {
+		return admin.ConsoleEnded{}, errors.New("console: the HTTP server is not running")
+	}
+	res := admin.ConsoleEnded{Sessions: d.sessions.EndAll()}
+	if d.voice != nil {
+		res.Connections = d.voice.Disconnect(consoleOperator.Principal())
+	}
+	d.logger.Info("console sessions ended by the operator", "sessions", res.Sessions, "connections", res.Connections)
+	return res, nil
 }

@@ -167,6 +167,10 @@ onnxruntime_lib = %q
 threads = 2
 [asr]
 model = "/nonexistent.bin"
+[voice]
+token = "bench-token-0123456789"
+[security]
+dm_policy = "open"
 `, llmSrv.URL+"/v1", modelDir, ort)), 0o600)
 	cfg, _, err := config.Load(path, func(string) (string, bool) { return "", false })
 	if err != nil {
@@ -197,7 +201,7 @@ model = "/nonexistent.bin"
 		b.Fatal(err)
 	}
 	defer ws.Close()
-	ws.WriteJSON(map[string]any{"type": "hello", "user": "alice", "profile": "voice", "sample_rate": 16000, "protocol": "agent.voice.v1"})
+	ws.WriteJSON(map[string]any{"type": "hello", "token": "bench-token-0123456789", "user": "alice", "profile": "voice", "sample_rate": 16000, "protocol": "agent.voice.v1"})
 	if m := benchFrame(b, ws); m["type"] != "ready" {
 		b.Fatalf("hello answered %v", m)
 	}

@@ -58,8 +58,14 @@ func startDaemon(t *testing.T, extra string) (addr string, stop func()) {
 // startDaemonIn is startDaemon with its files in dir.
 func startDaemonIn(t *testing.T, dir, extra string) (addr string, stop func()) {
 	t.Helper()
+	return startDaemonServer(t, dir, "", extra)
+}
+
+// startDaemonServer is startDaemonIn with more [server] keys.
+func startDaemonServer(t *testing.T, dir, server, extra string) (addr string, stop func()) {
+	t.Helper()
 	path := filepath.Join(dir, "config.toml")
-	os.WriteFile(path, []byte("[server]\nlisten = \"127.0.0.1:0\"\n[agent]\nstate_dir = \"var\"\nworkspace = \"ws\"\n"+extra), 0o600)
+	os.WriteFile(path, []byte("[server]\nlisten = \"127.0.0.1:0\"\n"+server+"[agent]\nstate_dir = \"var\"\nworkspace = \"ws\"\n"+extra), 0o600)
 	cfg, _, err := config.Load(path, func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
@@ -98,9 +104,44 @@ func readFrame(t *testing.T, ws *websocket.Conn) map[string]any {
 	return m
 }
 
+// consoleDial signs in as `agentctl console` does (a link from the admin
+// socket sock, opened once) and dials /voice with the session cookie.
+func consoleDial(t *testing.T, addr, sock string) *websocket.Conn {
+	t.Helper()
+	l, err := admin.NewClient(sock).ConsoleLink(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(l.URL, "http://"+addr+"/console?code=") {
+		t.Fatalf("link %q is not on %s", l.URL, addr)
+	}
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noRedirect.Get(l.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	var cookie *http.Cookie
+	for _, c := range resp.Cookies() {
+		if c.Name == "agent_console" {
+			cookie = c
+		}
+	}
+	if resp.StatusCode != http.StatusSeeOther || cookie == nil {
+		t.Fatalf("sign-in link: %s, cookies %v", resp.Status, resp.Cookies())
+	}
+	ws, _, err := websocket.DefaultDialer.Dial("ws://"+addr+"/voice", http.Header{"Cookie": {cookie.String()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ws
+}
+
 func TestVoiceChannelThroughPipeline(t *testing.T) {
 	llmSrv := streamingLLM(t)
-	addr, stop := startDaemon(t, "[llm]\nprovider = \"custom\"\nmodel = \"fake\"\nbase_url = \""+llmSrv.URL+"/v1\"\n")
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "var", "agent.sock")
+	addr, stop := startDaemonIn(t, dir, "[llm]\nprovider = \"custom\"\nmodel = \"fake\"\nbase_url = \""+llmSrv.URL+"/v1\"\n")
 
 	resp, err := http.Get("http://" + addr + "/")
 	if err != nil {
@@ -112,14 +153,23 @@ func TestVoiceChannelThroughPipeline(t *testing.T) {
 		t.Fatalf("GET / = %d %.80q; want the console", resp.StatusCode, body)
 	}
 
+	// No voice.token: a hello without a console session is refused, on
+	// loopback too.
 	ws, _, err := websocket.DefaultDialer.Dial("ws://"+addr+"/voice", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ws.Close()
-	// Loopback listener, no voice.token: any hello is accepted.
 	ws.WriteJSON(map[string]any{"type": "hello", "user": "alice", "profile": "voice", "sample_rate": 16000, "protocol": "agent.voice.v1"})
-	if m := readFrame(t, ws); m["type"] != "ready" || m["session"] != "p2p:voice:alice" {
+	if m := readFrame(t, ws); m["code"] != "unauthorized" || m["fatal"] != true {
+		t.Fatalf("hello without token or session answered %v; want a fatal unauthorized", m)
+	}
+	ws.Close()
+
+	// The console signed in with agentctl console is the operator.
+	ws = consoleDial(t, addr, sock)
+	defer ws.Close()
+	ws.WriteJSON(map[string]any{"type": "hello", "user": "alice", "profile": "voice", "sample_rate": 16000, "protocol": "agent.voice.v1"})
+	if m := readFrame(t, ws); m["type"] != "ready" || m["session"] != "p2p:admin:console" {
 		t.Fatalf("hello answered %v", m)
 	}
 	mresp, err := http.Get("http://" + addr + "/metrics")
@@ -281,10 +331,7 @@ func TestVoiceDefaultsFollowReload(t *testing.T) {
 	// turn runs a text turn and then reads what follows the final reply:
 	// with speech, the audio frame; without, the reply to a second turn.
 	turn := func(spoken bool) {
-		ws, _, err := websocket.DefaultDialer.Dial("ws://"+addr+"/voice", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		ws := consoleDial(t, addr, filepath.Join(dir, "var", "agent.sock"))
 		defer ws.Close()
 		ws.WriteJSON(map[string]any{"type": "hello", "user": "alice"})
 		if m := readFrame(t, ws); m["type"] != "ready" {

@@ -49,6 +49,12 @@ type conn struct {
 	ws         *websocket.Conn
 	principals []string // set once the hello is accepted (guarded by wsMu)
 
+	// consoleID is the console session of the upgrade request ("" for a
+	// device), set before serve; token is the hello's token, checked again
+	// before each turn (voice.token may change on reload).
+	consoleID string
+	token     string
+
 	out        chan outFrame // frames for writeLoop
 	writerDone chan struct{}
 	credits    chan struct{} // audio frames queued or being written (speak)
@@ -159,9 +165,10 @@ func (c *conn) hello() bool {
 	if typ != websocket.TextMessage || json.Unmarshal(data, &m) != nil || m.Type != typeHello {
 		return c.reject(CodeBadHello, "the first frame must be a hello: {\"type\":\"hello\",\"token\":...}", websocket.CloseProtocolError)
 	}
-	if !c.s.authorized(m.Token) {
-		c.log.Warn("voice hello with a bad token", "device", clip(m.Device))
-		return c.reject(CodeUnauthorized, "bad or missing token (voice.token)", websocket.ClosePolicyViolation)
+	operator := c.consoleID != ""
+	if !operator && !c.s.authorized(m.Token) {
+		c.log.Warn("voice hello with a bad token and no console session", "device", clip(m.Device))
+		return c.reject(CodeUnauthorized, "bad or missing token (voice.token); the web console signs in with a link from `agentctl console` on the box", websocket.ClosePolicyViolation)
 	}
 	if m.Protocol != "" && m.Protocol != Protocol {
 		return c.reject(CodeBadHello, fmt.Sprintf("protocol %q is not supported; this server speaks %s", clip(m.Protocol), Protocol), websocket.CloseProtocolError)
@@ -191,7 +198,7 @@ func (c *conn) hello() bool {
 	if sender == "" {
 		sender = m.Device
 	}
-	if sender == "" || len(sender) > maxName || !utf8.ValidString(sender) {
+	if (sender == "" && !operator) || len(sender) > maxName || !utf8.ValidString(sender) {
 		return c.reject(CodeBadHello, fmt.Sprintf("the hello needs a user or device name of 1 to %d bytes", maxName), websocket.CloseProtocolError)
 	}
 	def := c.s.cfg.Defaults()
@@ -209,17 +216,32 @@ func (c *conn) hello() bool {
 	if len(m.Device) > maxName || !utf8.ValidString(m.Device) {
 		return c.reject(CodeBadHello, fmt.Sprintf("the device name must be at most %d bytes of UTF-8", maxName), websocket.CloseProtocolError)
 	}
+	// A device speaks as its user or device name and is put to the DM
+	// policy; the console session is the operator, whatever the hello
+	// names (it proved admin-socket access to get its session).
 	in := conversation.Inbound{Channel: Channel, Profile: profile, Sender: sender}
+	who := principals(m.Device, m.User)
+	if operator {
+		op := c.s.cfg.Operator
+		in.Channel, in.Sender = op.Channel, op.User
+		who = []string{op.Principal()}
+	}
 	key, err := conversation.Key(in)
 	if err != nil {
 		return c.reject(CodeBadHello, "unusable user or device name: "+err.Error(), websocket.CloseProtocolError)
 	}
-	if !c.admit(m.Device, m.User) {
-		return false
+	if !operator {
+		if r := c.decide(c.ctx, who); r != nil {
+			return c.reject(r.code, r.msg, r.close)
+		}
 	}
 	c.wsMu.Lock()
-	c.principals = principals(m.Device, m.User)
+	c.principals = who
 	c.wsMu.Unlock()
+	c.token = m.Token
+	if operator {
+		c.log = c.log.With("operator", true)
+	}
 	c.in, c.session, c.rate = in, string(key), rate
 	c.maxBytes = int(int64(rate)*int64(c.s.lim.MaxUtterance)/int64(time.Second)) * 2
 	c.vad = newDetector(c.s.cfg.VAD, rate, c.log)
@@ -230,29 +252,61 @@ func (c *conn) hello() bool {
 	return true
 }
 
-// admit applies the DM policy (Config.Admit) to a hello that passed the
-// token check; a refused client gets a fatal error frame.
-func (c *conn) admit(device, user string) bool {
-	if c.s.cfg.Admit == nil || c.s.local() {
-		return true
+// refusal is why a client may not (or may no longer) talk: an error code,
+// its message and the close code that ends the connection.
+type refusal struct {
+	code, msg string
+	close     int
+}
+
+// decide applies the DM policy (Config.Admit) to a device's principals;
+// nil: admitted.
+func (c *conn) decide(ctx context.Context, principals []string) *refusal {
+	if c.s.cfg.Admit == nil {
+		return nil
 	}
-	principals := principals(device, user)
-	ctx, cancel := context.WithTimeout(c.ctx, c.s.lim.HelloTimeout)
+	ctx, cancel := context.WithTimeout(ctx, c.s.lim.HelloTimeout)
 	defer cancel()
 	a, err := c.s.cfg.Admit(ctx, principals)
 	switch {
 	case err != nil:
-		c.log.Error("voice hello: the DM policy could not be checked", "err", err)
-		return c.reject(CodeInternal, "the server could not check this device's access; try again", websocket.CloseInternalServerErr)
+		c.log.Error("voice: the DM policy could not be checked", "err", err)
+		return &refusal{CodeInternal, "the server could not check this device's access; try again", websocket.CloseInternalServerErr}
 	case a.Allowed:
-		return true
+		return nil
 	case a.Code != "":
 		c.log.Info("voice device waiting for approval", "principal", principals[0], "code", a.Code)
-		return c.reject(CodeNotPaired, fmt.Sprintf("this device is not approved yet; its pairing code is %s (the operator runs: agentctl pair approve %s)", a.Code, a.Code), websocket.ClosePolicyViolation)
+		return &refusal{CodeNotPaired, fmt.Sprintf("this device is not approved yet; its pairing code is %s (the operator runs: agentctl pair approve %s)", a.Code, a.Code), websocket.ClosePolicyViolation}
 	default:
-		c.log.Warn("voice hello refused by the DM policy", "principals", principals)
-		return c.reject(CodeForbidden, "this device or user may not talk to the agent (security.dm_policy / allow_from)", websocket.ClosePolicyViolation)
+		c.log.Warn("voice client refused by the DM policy", "principals", principals)
+		return &refusal{CodeForbidden, "this device or user may not talk to the agent (security.dm_policy / allow_from)", websocket.ClosePolicyViolation}
 	}
+}
+
+// recheck applies the connection's access again before a turn, as the
+// configuration and the pairings are now: a console session must still be
+// valid; a device must still hold voice.token and pass the DM policy. A
+// refused client gets a fatal error frame and the connection closes.
+func (c *conn) recheck(ctx context.Context) bool {
+	var r *refusal
+	switch {
+	case c.consoleID != "":
+		if c.s.cfg.Sessions == nil || !c.s.cfg.Sessions.Valid(c.consoleID) {
+			c.log.Info("console session ended; closing its voice connection")
+			r = &refusal{CodeUnauthorized, "the console session has expired or was ended; run `agentctl console` on the box for a new sign-in link", websocket.ClosePolicyViolation}
+		}
+	case !c.s.authorized(c.token):
+		c.log.Warn("voice.token changed; closing a device connection that said hello with the old one")
+		r = &refusal{CodeUnauthorized, "the voice token has changed (voice.token); reconnect with the new one", websocket.ClosePolicyViolation}
+	default:
+		r = c.decide(ctx, c.principals)
+	}
+	if r == nil {
+		return true
+	}
+	b, _ := json.Marshal(errorMsg{Type: "error", Code: r.code, Message: r.msg, Fatal: true})
+	c.enqueue(outFrame{b: b, closeCode: r.close, closeReason: r.code})
+	return false
 }
 
 // principals are the DM-policy names of a client: "voice:DEVICE" and/or
@@ -325,6 +379,12 @@ func (c *conn) writeLoop() {
 			}
 			if f.binary {
 				<-c.credits
+			}
+			if f.closeCode != 0 { // a fatal error frame: the connection ends with it
+				ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(f.closeCode, f.closeReason), time.Now().Add(lim.WriteTimeout))
+				c.cancel()
+				ws.NetConn().Close()
+				return
 			}
 		case <-tick.C:
 			if err := ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(lim.WriteTimeout)); err != nil {
@@ -630,7 +690,9 @@ func (c *conn) start(job func(ctx context.Context, gen uint64)) bool {
 	go func() {
 		defer c.jobs.Done()
 		defer cancel()
-		job(ctx, gen)
+		if c.recheck(ctx) { // every turn, not just the hello
+			job(ctx, gen)
+		}
 		c.mu.Lock()
 		if c.gen == gen {
 			c.busy, c.jobCancel, c.turnIn = false, nil, nil

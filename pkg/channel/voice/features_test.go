@@ -280,19 +280,6 @@ func TestDMPolicy(t *testing.T) {
 			}
 		})
 	}
-
-	// The operator's own console: loopback server, no token configured.
-	adm := &admitter{a: Admission{}}
-	cfg := fakeConfig(&fakeASR{}, &fakeConv{})
-	cfg.Admit, cfg.AllowNoToken = adm.admit, true
-	cfg.Token = func() string { return "" }
-	_, hs := newServer(t, cfg)
-	if f := dial(t, hs).hello(map[string]any{"token": ""}); f.Type != "ready" {
-		t.Errorf("local console refused: %+v", f)
-	}
-	if len(adm.asked) != 0 {
-		t.Errorf("the local console was put to the DM policy: %q", adm.asked)
-	}
 }
 
 // sileroConfig is a VADConfig on the real Silero model.

@@ -71,6 +71,10 @@ func validVoice(v string) bool {
 type outFrame struct {
 	b      []byte
 	binary bool
+	// closeCode, when set, closes the connection after the frame
+	// (closeReason is the close frame's text).
+	closeCode   int
+	closeReason string
 }
 
 // speak synthesises text and streams it as a spoken reply of job gen.

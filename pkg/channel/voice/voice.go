@@ -102,11 +102,21 @@ func (l Limits) withDefaults() Limits {
 
 // Config of a Server.
 type Config struct {
-	// Token returns the configured voice.token (it may change on reload).
+	// Token returns the configured voice.token (it may change on reload;
+	// open connections are held to the new one from their next turn). An
+	// empty token admits no device.
 	Token func() string
-	// AllowNoToken accepts any hello when the token is empty: the daemon
-	// sets it only when the listener is loopback.
-	AllowNoToken bool
+	// Sessions authenticates the web console by its session cookie, checked
+	// on the upgrade request (console.Sessions). A connection with a valid
+	// session needs no token and is Operator. nil: every client needs the
+	// token. Nothing else — a loopback address, an empty token — makes a
+	// client the operator.
+	Sessions Sessions
+	// Operator is who a console-session connection speaks as; default
+	// {Channel: "admin", User: "console"}: the operator's own channel, the
+	// one agentctl drives over the admin socket (its access proves the
+	// same thing). Its turns are not put to the DM policy.
+	Operator Identity
 	// ASR returns the recogniser, or nil while none is loaded.
 	ASR func() Recognizer
 	// Conversation runs turns; nil: turns get llm_unavailable.
@@ -114,11 +124,11 @@ type Config struct {
 	// Cancel stops the turn in flight for in's routing key (the runner's
 	// Cancel). nil: a cancelled turn runs on and its replies are dropped.
 	Cancel func(in conversation.Inbound)
-	// Admit applies security.dm_policy to a hello that passed the token
-	// check: principals are "voice:DEVICE" and/or "voice:USER". nil admits
-	// every client with the token. A loopback client of a server without
-	// a token (the local console, AllowNoToken) is the operator and is not
-	// asked.
+	// Admit applies security.dm_policy to a device that passed the token
+	// check: principals are "voice:DEVICE" and/or "voice:USER". It is asked
+	// at the hello and again before every turn (text or utterance), so a
+	// revocation or a policy change applies to the next turn. nil admits
+	// every client with the token.
 	Admit func(ctx context.Context, principals []string) (Admission, error)
 	// Defaults returns what a hello that does not say gets (it follows
 	// configuration reloads); nil: no partials, no spoken replies, voice en.
@@ -143,6 +153,24 @@ type Defaults struct {
 	TTS      bool
 	TTSVoice string
 }
+
+// Sessions is what authenticates console connections (*console.Sessions).
+type Sessions interface {
+	// Session returns the id of the valid console session r carries, or "".
+	Session(r *http.Request) string
+	// Valid reports whether session id is still valid (checked before
+	// each turn: it expires, or the operator ends it).
+	Valid(id string) bool
+}
+
+// Identity is who a connection's turns come from: conversation channel and
+// user.
+type Identity struct {
+	Channel, User string
+}
+
+// Principal is "channel:user".
+func (i Identity) Principal() string { return i.Channel + ":" + i.User }
 
 // Admission is Config.Admit's decision.
 type Admission struct {
@@ -212,6 +240,9 @@ func New(cfg Config) *Server {
 	if cfg.Defaults == nil {
 		cfg.Defaults = func() Defaults { return Defaults{} }
 	}
+	if cfg.Operator.Channel == "" || cfg.Operator.User == "" {
+		cfg.Operator = Identity{Channel: "admin", User: "console"}
+	}
 	cfg.VAD = cfg.VAD.withDefaults()
 	cfg.TTS = cfg.TTS.withDefaults()
 	return &Server{
@@ -224,7 +255,9 @@ func New(cfg Config) *Server {
 			Subprotocols:     []string{Protocol},
 			// The default origin check stays: a web page on another
 			// site must not drive the box through the visitor's
-			// browser (with an empty loopback token it could).
+			// browser with the operator's session cookie. (A page on a
+			// rebound name is same-origin to the browser: the daemon's
+			// Host allowlist stops that one.)
 		},
 	}
 }
@@ -257,6 +290,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.logger.Debug("upgrade failed", "remote", r.RemoteAddr, "err", err)
 		return
 	}
+	c.consoleID = s.consoleSession(r)
 	c.serve(ws, r.RemoteAddr)
 }
 
@@ -301,16 +335,22 @@ func (s *Server) Close(ctx context.Context) error {
 	}
 }
 
-// local reports whether clients need no token: a loopback server without
-// one (the operator's own console).
-func (s *Server) local() bool { return s.cfg.AllowNoToken && s.cfg.Token() == "" }
+// consoleSession is the id of the valid console session the upgrade
+// request r carries (its cookie), or "".
+func (s *Server) consoleSession(r *http.Request) string {
+	if s.cfg.Sessions == nil {
+		return ""
+	}
+	return s.cfg.Sessions.Session(r)
+}
 
 // authorized compares the hello token with the configured one in constant
-// time (both are hashed first, so their lengths leak nothing either).
+// time (both are hashed first, so their lengths leak nothing either). An
+// empty configured token authorizes nobody.
 func (s *Server) authorized(got string) bool {
 	want := s.cfg.Token()
 	if want == "" {
-		return s.cfg.AllowNoToken
+		return false
 	}
 	a, b := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(want))
 	return subtle.ConstantTimeCompare(a[:], b[:]) == 1

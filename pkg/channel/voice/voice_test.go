@@ -113,23 +113,6 @@ func TestHelloErrors(t *testing.T) {
 	}
 }
 
-func TestEmptyTokenOnlyOnLoopback(t *testing.T) {
-	for _, allow := range []bool{false, true} {
-		cfg := fakeConfig(nil, &fakeConv{})
-		cfg.Token = func() string { return "" }
-		cfg.AllowNoToken = allow
-		_, hs := newServer(t, cfg)
-		c := dial(t, hs)
-		f := c.hello(map[string]any{"token": nil})
-		if allow && f.Type != "ready" {
-			t.Errorf("loopback, no token: %+v; want ready", f)
-		}
-		if !allow && f.Code != CodeUnauthorized {
-			t.Errorf("not loopback, no token configured: %+v; want unauthorized", f)
-		}
-	}
-}
-
 func TestTokenFollowsReload(t *testing.T) {
 	var token atomic.Value
 	token.Store("one")
