@@ -77,6 +77,7 @@ func Checks(e Env) []Check {
 		Check{"voice_vad", e.checkVAD},
 		Check{"llm", e.checkLLM},
 		Check{"wecom", e.checkWeCom},
+		Check{"http_access", e.checkAccess}, // access.go
 		Check{"mcp", e.checkMCP},
 		Check{"daemon", e.checkDaemon},
 		Check{"self_check", e.checkSelfCheck}, // selfcheck.go
