@@ -55,6 +55,9 @@ if [ ! -f "$etc/agent.env" ]; then
   printf '# Secrets for config.toml ${VAR} references, e.g.\n# OPENAI_API_KEY=sk-...\n' > "$etc/agent.env"
   chmod 0640 "$etc/agent.env"; chgrp agent "$etc/agent.env"
 fi
+# Devices need a voice token (an empty one admits no device): generated once,
+# never overwritten.
+"$root/scripts/voice-token.sh" "$etc/agent.env"
 install -d -m 0750 -o agent -g agent /var/lib/agent /var/lib/agent/workspace
 cp -rn "$root/workspace/." /var/lib/agent/workspace/
 chown -R agent:agent /var/lib/agent/workspace
