@@ -177,3 +177,22 @@ func TestRedactCredentials(t *testing.T) {
 		}
 	}
 }
+
+// RedactCredentials never panics, and a token value given as a parameter
+// never survives it.
+func FuzzRedactCredentials(f *testing.F) {
+	f.Add("Post \"https://h/cgi-bin/message/send?access_token=TOK&x=1\": EOF", "TOKENVALUE")
+	f.Add(`{"corpsecret": "s"}`, "S3CRET")
+	f.Fuzz(func(t *testing.T, text, value string) {
+		wecom.RedactCredentials(text)
+		if len(value) < 8 || strings.ContainsAny(value, " \t\r\n\f&\"',;)]}=:") || strings.Contains(text, value) {
+			return
+		}
+		for _, form := range []string{"access_token=", "corpsecret=", `"access_token": "`} {
+			got := wecom.RedactCredentials(text + " " + form + value)
+			if strings.Contains(got, value) {
+				t.Fatalf("%q survives in %q", value, got)
+			}
+		}
+	})
+}
