@@ -30,6 +30,10 @@ import (
 // tokenizer) is no match.
 const secretName = `(?:token|secret|password|passwd|api[_\-]?key|apikey|access[_\-]?key|credentials?|signature)`
 
+// bareValue is an unquoted value: up to a space, a quote, a separator, or
+// a colon that ends it ("?access_token=abc: EOF" keeps ": EOF").
+const bareValue = `[^\s&"'<>,;#)\]}:]+(?::[^\s&"'<>,;#)\]}:]+)*`
+
 // nameStarts are the lower-case literals secretName's words begin with.
 var nameStarts = []string{"token", "secret", "passw", "api", "access", "credential", "signature"}
 
@@ -50,17 +54,14 @@ type rule struct {
 func anchored(expr string) *regexp.Regexp { return regexp.MustCompile(`^` + expr) }
 
 var rules = []rule{
-	// PEM private keys, whole.
-	{re: anchored(`-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY-----[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY-----`),
-		repl: `-----BEGIN ${1}PRIVATE KEY-----***-----END ${1}PRIVATE KEY-----`, starts: []string{"-----begin "}, words: []string{"-----end "}},
 	// name=value: query strings, form bodies, env and TOML dumps
 	// (access_token=..., corpsecret=..., api_key = "...").
-	{re: anchored(`(?i)(` + secretName + `)([ \t]*=[ \t]*)(?:"[^"\r\n]*"|'[^'\r\n]*'|[^\s&"'<>,;#)\]}]+)`),
+	{re: anchored(`(?i)(` + secretName + `)([ \t]*=[ \t]*)(?:"[^"\r\n]*"|'[^'\r\n]*'|` + bareValue + `)`),
 		repl: `${1}${2}***`, starts: nameStarts},
 	// Query parameters whose short names are too common to match anywhere
 	// else: ?key=... (WeCom robot webhooks, Google APIs), &sig=... (signed
 	// URLs).
-	{re: anchored(`(?i)([?&;](?:key|sig|auth)=)[^\s&"'<>#]+`), repl: `${1}***`,
+	{re: anchored(`(?i)([?&;](?:key|sig|auth)=)` + bareValue), repl: `${1}***`,
 		starts: []string{"?key=", "&key=", ";key=", "?sig=", "&sig=", ";sig=", "?auth=", "&auth=", ";auth="}},
 	// JSON fields, also JSON inside a JSON string: "access_token":"...",
 	// \"api_key\": \"...\".
@@ -92,6 +93,7 @@ func ScrubPatterns(v string) string {
 	if len(v) < 6 { // the shortest match, "?key=x"
 		return v
 	}
+	v = scrubPEM(v)
 	lower := asciiLower(v)
 	for i := range rules {
 		if out := rules[i].apply(v, lower); out != v {
@@ -148,6 +150,55 @@ func (r *rule) apply(v, lower string) string {
 		out = r.re.ExpandString(out, r.repl, v[p:], m)
 		last = p + m[1]
 		i = last
+	}
+	if out == nil {
+		return v
+	}
+	return string(append(out, v[last:]...))
+}
+
+var (
+	pemBegin = regexp.MustCompile(`^-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY-----`)
+	pemEnd   = regexp.MustCompile(`^-----END [A-Z0-9 ]*PRIVATE KEY-----`)
+)
+
+// scrubPEM replaces the body of PEM private keys ("-----BEGIN RSA PRIVATE
+// KEY-----***-----END RSA PRIVATE KEY-----"). Hand-written, not one
+// expression: a lazy [\s\S]*? up to an END that never comes costs the rest
+// of the text for every BEGIN.
+func scrubPEM(v string) string {
+	var out []byte
+	last, i := 0, 0
+	for {
+		j := strings.Index(v[i:], "-----BEGIN ")
+		if j < 0 {
+			break
+		}
+		p := i + j
+		m := pemBegin.FindStringSubmatchIndex(v[p:])
+		if m == nil {
+			i = p + 1
+			continue
+		}
+		label := v[p+m[2] : p+m[3]]
+		end := -1
+		for k := p + m[1]; ; {
+			e := strings.Index(v[k:], "-----END ")
+			if e < 0 {
+				break
+			}
+			if em := pemEnd.FindStringIndex(v[k+e:]); em != nil {
+				end = k + e + em[1]
+				break
+			}
+			k += e + 1
+		}
+		if end < 0 {
+			break // no END after this BEGIN, so none after a later one
+		}
+		out = append(out, v[last:p]...)
+		out = append(out, "-----BEGIN "+label+"PRIVATE KEY-----***-----END "+label+"PRIVATE KEY-----"...)
+		last, i = end, end
 	}
 	if out == nil {
 		return v

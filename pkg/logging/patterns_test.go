@@ -15,6 +15,8 @@ func TestScrubPatterns(t *testing.T) {
 		{`Post "https://qyapi.weixin.qq.com/cgi-bin/message/send?access_token=Xy7_kQ-9zz&debug=1": dial tcp: i/o timeout`,
 			`Post "https://qyapi.weixin.qq.com/cgi-bin/message/send?access_token=***&debug=1": dial tcp: i/o timeout`},
 		{`GET /cgi-bin/gettoken?corpid=ww123&corpsecret=S3cr3tValue`, `GET /cgi-bin/gettoken?corpid=ww123&corpsecret=***`},
+		{`GET /x?access_token=Tok3n: EOF`, `GET /x?access_token=***: EOF`},
+		{`GET /x?key=a:b:c, then`, `GET /x?key=***, then`},
 		{`https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=693a91f6-7xxx-4bc4`, `https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=***`},
 		{`https://x.example/file?sv=2021&sig=abc%2Bdef&se=1`, `https://x.example/file?sv=2021&sig=***&se=1`},
 		{`https://api.example.com/v1?api_key=abcdef123`, `https://api.example.com/v1?api_key=***`},
@@ -147,7 +149,9 @@ func BenchmarkScrub(b *testing.B) {
 	for _, in := range []string{
 		"turn finished",
 		`wecom: send: Post "https://qyapi.weixin.qq.com/cgi-bin/message/send?access_token=abc": context deadline exceeded (Client.Timeout exceeded while awaiting headers)`,
-		strings.Repeat("api access token: sk- -----BEGIN x", 3000), // many candidates, no match: linear
+		strings.Repeat("api access token: sk- -----BEGIN x", 3000),         // many candidates, no match: linear
+		strings.Repeat("-----BEGIN PRIVATE KEY-----", 2000) + "-----END x", // BEGINs without an END: linear
+		strings.Repeat(`"token":"\a`, 5000),
 	} {
 		b.Run(fmt.Sprint(len(in)), func(b *testing.B) {
 			for b.Loop() {
