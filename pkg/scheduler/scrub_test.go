@@ -72,3 +72,29 @@ func TestJobErrorScrubbedByDefault(t *testing.T) {
 		t.Fatalf("last_error %q", got)
 	}
 }
+
+// TestOldJobErrorsRescrubbed: error texts an older release stored with a
+// secret in them are scrubbed at the next start.
+func TestOldJobErrorsRescrubbed(t *testing.T) {
+	const secret = "llm-Key-5e1f0a77"
+	sc := &logging.Scrubber{}
+	sc.Set([]string{secret})
+	h := newHarness(t, t0, func(c *Config) { c.Scrub = sc.Scrub })
+	j := h.add(NewJob{At: "2025-03-03T09:00", Payload: "report"})
+	db := h.st.DB()
+	if _, err := db.Exec(`UPDATE sched_jobs SET last_error = ? WHERE id = ?`, "401 for "+secret, j.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`INSERT INTO sched_runs(job_id, slot, started_at, status, error) VALUES (?, 5, 1, 'failed', ?)`,
+		j.ID, "GET /x?access_token=Tok3nTok3n: EOF"); err != nil {
+		t.Fatal(err)
+	}
+	h.restart()
+	if got := h.job(j.ID).LastError; got != "401 for ***" {
+		t.Fatalf("last_error after restart %q", got)
+	}
+	var runErr string
+	if err := db.QueryRow(`SELECT error FROM sched_runs WHERE job_id = ? AND slot = 5`, j.ID).Scan(&runErr); err != nil || runErr != "GET /x?access_token=***: EOF" {
+		t.Fatalf("run error after restart %q %v", runErr, err)
+	}
+}

@@ -342,6 +342,47 @@ func (s *Scheduler) scrub(v string) string {
 	return s.c.Scrub(v)
 }
 
+// rescrub passes the error texts already stored through scrub: texts an
+// older release wrote, or written before a secret was configured, lose it
+// too (secure_delete overwrites the old text in the file).
+func (s *Scheduler) rescrub(ctx context.Context, tx *sql.Tx) error {
+	for _, q := range []struct{ sel, upd string }{
+		{`SELECT id, 0, last_error FROM sched_jobs WHERE last_error <> ''`, `UPDATE sched_jobs SET last_error = ? WHERE id = ? AND ? = 0`},
+		{`SELECT job_id, slot, error FROM sched_runs WHERE error <> ''`, `UPDATE sched_runs SET error = ? WHERE job_id = ? AND slot = ?`},
+	} {
+		type fix struct {
+			a, b int64
+			text string
+		}
+		var fixes []fix
+		rows, err := tx.QueryContext(ctx, q.sel)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var f fix
+			if err := rows.Scan(&f.a, &f.b, &f.text); err != nil {
+				rows.Close()
+				return err
+			}
+			if clean := s.scrub(f.text); clean != f.text {
+				f.text = clean
+				fixes = append(fixes, f)
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, f := range fixes {
+			if _, err := tx.ExecContext(ctx, q.upd, f.text, f.a, f.b); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 func shorten(s string, n int) string {
 	r := []rune(s)
 	if len(r) <= n {
@@ -438,6 +479,9 @@ func (s *Scheduler) recover(ctx context.Context, now time.Time) error {
 	if _, err := tx.ExecContext(ctx, `UPDATE sched_jobs SET state = 'done', last_status = 'interrupted', updated_at = ?,
 		last_error = 'the daemon stopped while this ran; not repeated (it may or may not have been delivered)'
 		WHERE state = 'running'`, nowMs); err != nil {
+		return fmt.Errorf("scheduler: restore jobs: %w", err)
+	}
+	if err := s.rescrub(ctx, tx); err != nil {
 		return fmt.Errorf("scheduler: restore jobs: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
