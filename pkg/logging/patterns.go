@@ -51,6 +51,15 @@ type rule struct {
 	word bool
 }
 
+// queryStarts are "?name=", "&name=" and ";name=" for each name.
+func queryStarts(names ...string) []string {
+	var out []string
+	for _, n := range names {
+		out = append(out, "?"+n+"=", "&"+n+"=", ";"+n+"=")
+	}
+	return out
+}
+
 func anchored(expr string) *regexp.Regexp { return regexp.MustCompile(`^` + expr) }
 
 var rules = []rule{
@@ -60,9 +69,8 @@ var rules = []rule{
 		repl: `${1}${2}***`, starts: nameStarts},
 	// Query parameters whose short names are too common to match anywhere
 	// else: ?key=... (WeCom robot webhooks, Google APIs), &sig=... (signed
-	// URLs).
-	{re: anchored(`(?i)([?&;](?:key|sig|auth)=)` + bareValue), repl: `${1}***`,
-		starts: []string{"?key=", "&key=", ";key=", "?sig=", "&sig=", ";sig=", "?auth=", "&auth=", ";auth="}},
+	// URLs), ?code=... (the console's one-time sign-in link, OAuth).
+	{re: anchored(`(?i)([?&;](?:key|sig|auth|code)=)` + bareValue), repl: `${1}***`, starts: queryStarts("key", "sig", "auth", "code")},
 	// JSON fields, also JSON inside a JSON string: "access_token":"...",
 	// \"api_key\": \"...\".
 	{re: anchored(`(?i)((?:` + secretName + `|authorization)\\?"[ \t]*:[ \t]*\\?")(?:[^"\\]|\\[^"])+`), repl: `${1}***`,
@@ -75,6 +83,8 @@ var rules = []rule{
 	// api_key:abc. A space after the colon (Go's "op: detail" error style,
 	// "gettoken: invalid credential") is not a value.
 	{re: anchored(`(?i)(` + secretName + `:)[^\s,;'"\[\]{}()<>]+`), repl: `${1}***`, starts: nameStarts},
+	// Cookies, whole: the session is any of them.
+	{re: anchored(`(?i)((?:set-)?cookie[ \t]*:[ \t]*\[?)[^\r\n\]]+`), repl: `${1}***`, starts: []string{"cookie", "set-cookie"}, word: true},
 	// A bearer token anywhere ("Bearer eyJhbGci...").
 	{re: anchored(`(?i)(bearer[ \t]+)[A-Za-z0-9._~+/\-]{16,}=*`), repl: `${1}***`, starts: []string{"bearer"}, word: true},
 	// Well-known key prefixes: OpenAI-compatible (sk-, sk-proj-, sk-ant-),
