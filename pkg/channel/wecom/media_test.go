@@ -452,9 +452,10 @@ func TestInboundVoiceTranscribed(t *testing.T) {
 	}
 	// The file name's date is the (fake, advancing) clock's when it was
 	// saved; the message id is what identifies it.
-	for _, p := range []string{"alice/*-2501.spx", "bob/*-2502.amr"} {
-		if m, _ := filepath.Glob(filepath.Join(ws, "uploads", p)); len(m) != 1 {
-			t.Errorf("voice not saved: uploads/%s matches %q", p, m)
+	// Each in the sender's own folder (ws is alice's).
+	for p, dir := range map[string]string{"*-2501.spx": ws, "*-2502.amr": filepath.Join(filepath.Dir(ws), workspace.ScopeDir("wecom:bob"))} {
+		if m, _ := filepath.Glob(filepath.Join(dir, "uploads", p)); len(m) != 1 {
+			t.Errorf("voice not saved: %s/uploads/%s matches %q", dir, p, m)
 		}
 	}
 }
