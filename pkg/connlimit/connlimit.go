@@ -2,13 +2,17 @@
 // a global cap of which a reserve is kept for health probes, and a cap per
 // client address.
 //
-// A full pool does not turn the newcomer away: it makes room by closing its
-// stalest connection — an idle keep-alive first, otherwise the one whose
-// request (or, before a first request, whose connection) started earliest.
-// Hijacked connections (WebSockets) are never closed here. So a client that
-// holds its share open with slow headers or a trickled body only ever
-// competes with itself, and a short request (a WeCom callback takes
-// milliseconds) is only lost if the whole pool turns over while it runs.
+// A full pool does not turn the newcomer away: it makes room by closing a
+// connection — an idle keep-alive first; otherwise, when the client is at
+// its own cap, that client's stalest (the one whose request, or before a
+// first request whose connection, started earliest); when the whole
+// listener is full, the stalest of the client holding the most
+// connections. Hijacked connections (WebSockets) are never closed here. So
+// a client that holds its share open with slow headers or a trickled body
+// competes with itself, a flood from many addresses takes its room from
+// the heaviest of them, and a short request (a WeCom callback takes
+// milliseconds) is only lost if its own address turns over its whole share
+// while it runs.
 // Only when nothing can be closed does a newcomer get a reserved slot, on
 // which Guard serves the health paths and answers everything else 503; when
 // the reserve is full too the connection is closed at once.
@@ -156,7 +160,7 @@ func (l *Listener) admit(nc net.Conn) (*Conn, []*Conn) {
 	}
 	fits := l.perClient[client] < l.cfg.PerClient ||
 		evict(func(o *Conn) bool { return !o.reserved && o.client == client })
-	fits = fits && (l.normal < l.soft || evict(func(o *Conn) bool { return !o.reserved }))
+	fits = fits && (l.normal < l.soft || evict(l.heaviest()))
 	if !fits && l.cfg.Reserve > 0 {
 		if l.reserved < l.cfg.Reserve || evict(func(o *Conn) bool { return o.reserved }) {
 			c.reserved = true
@@ -182,6 +186,37 @@ func (l *Listener) admit(nc net.Conn) (*Conn, []*Conn) {
 		l.perClient[client]++
 	}
 	return c, victims
+}
+
+// heaviest chooses where the global pool makes room: any idle connection
+// if there is one, else the client with the most connections that may be
+// evicted (ties: the one holding the stalest). So a flood from some
+// addresses takes its room from itself, not from a client with a request
+// or two in flight.
+func (l *Listener) heaviest() func(*Conn) bool {
+	count := map[string]int{}
+	first := map[string]uint64{}
+	idle := false
+	for c := range l.conns {
+		if c.reserved || c.phase == phaseHijacked {
+			continue
+		}
+		idle = idle || c.phase == phaseIdle
+		if n, ok := first[c.client]; !ok || c.seq < n {
+			first[c.client] = c.seq
+		}
+		count[c.client]++
+	}
+	if idle {
+		return func(o *Conn) bool { return !o.reserved && o.phase == phaseIdle }
+	}
+	var top string
+	for k, n := range count {
+		if t := count[top]; top == "" || n > t || n == t && first[k] < first[top] {
+			top = k
+		}
+	}
+	return func(o *Conn) bool { return !o.reserved && o.client == top }
 }
 
 // stalest returns the connection to evict among those pred accepts: an

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -105,6 +106,38 @@ func TestGlobalCapEvictsTheStalest(t *testing.T) {
 		t.Fatal("want d (accepted before b's second request started) evicted")
 	}
 	r.want(3, 0, 3, 0)
+}
+
+// A full listener takes room from the client holding the most connections,
+// not from a light client whose request is older.
+func TestGlobalCapTakesFromTheHeaviestClient(t *testing.T) {
+	r := newRig(t, Config{Max: 5})
+	light := r.arrive("198.51.100.7:1")
+	r.state(light, http.StateActive) // the stalest request of all
+	var heavy []peer
+	for i := range 4 {
+		heavy = append(heavy, r.arrive(fmt.Sprintf("203.0.113.1:%d", i)))
+		r.state(heavy[i], http.StateActive)
+	}
+	newcomer := r.arrive("192.0.2.50:1")
+	if newcomer.c == nil || !heavy[0].closed() {
+		t.Fatal("want the heavy client's stalest connection evicted")
+	}
+	light.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
+	if _, err := light.Read(make([]byte, 1)); !isTimeout(err) {
+		t.Fatalf("the light client's connection was closed: %v", err)
+	}
+	// Between equally heavy clients the one holding the stalest loses.
+	r2 := newRig(t, Config{Max: 4})
+	a1, b1 := r2.arrive("10.0.0.1:1"), r2.arrive("10.0.0.2:1")
+	a2, b2 := r2.arrive("10.0.0.1:2"), r2.arrive("10.0.0.2:2")
+	for _, p := range []peer{b1, a1, a2, b2} { // b's first request started before a's
+		r2.state(p, http.StateActive)
+	}
+	r2.arrive("10.0.0.3:1")
+	if !b1.closed() {
+		t.Fatal("want b's stalest connection evicted (b and a hold two each; b's request started first)")
+	}
 }
 
 func TestHijackedAreNeverEvictedReserveServesHealth(t *testing.T) {

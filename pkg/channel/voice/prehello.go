@@ -14,8 +14,8 @@ type pendingSlot struct {
 
 // enter registers c, from client, as a connection waiting for its hello.
 // It returns the waiting connections to close to make room for it (the
-// client's oldest when the client is at MaxPendingPerClient, the oldest of
-// all at MaxPending), or why c is refused: the server is stopping, or
+// client's oldest when the client is at MaxPendingPerClient; at MaxPending,
+// the oldest of the address with the most waiting), or why c is refused: the server is stopping, or
 // MaxConns devices are connected already.
 func (s *Server) enter(c *conn, client string) (victims []*conn, refused string) {
 	s.mu.Lock()
@@ -29,11 +29,11 @@ func (s *Server) enter(c *conn, client string) (victims []*conn, refused string)
 	if s.pending == nil {
 		s.pending, s.pendingPer, s.authed = map[*conn]pendingSlot{}, map[string]int{}, map[*conn]struct{}{}
 	}
-	evict := func(same bool) {
+	evict := func(from string) {
 		var oldest *conn
 		var seq uint64
 		for o, p := range s.pending {
-			if (!same || p.client == client) && (oldest == nil || p.seq < seq) {
+			if p.client == from && (oldest == nil || p.seq < seq) {
 				oldest, seq = o, p.seq
 			}
 		}
@@ -44,10 +44,10 @@ func (s *Server) enter(c *conn, client string) (victims []*conn, refused string)
 		}
 	}
 	if s.pendingPer[client] >= s.lim.MaxPendingPerClient {
-		evict(true)
+		evict(client)
 	}
 	if len(s.pending) >= s.lim.MaxPending {
-		evict(false)
+		evict(s.heaviestPending())
 	}
 	s.pendingSeq++
 	s.pending[c] = pendingSlot{client: client, seq: s.pendingSeq}
@@ -55,6 +55,24 @@ func (s *Server) enter(c *conn, client string) (victims []*conn, refused string)
 	s.conns[c] = struct{}{}
 	s.wg.Add(1)
 	return victims, ""
+}
+
+// heaviestPending is the client address with the most connections
+// waiting for their hello (ties: the one with the oldest); mu held.
+func (s *Server) heaviestPending() string {
+	oldest := map[string]uint64{}
+	for _, p := range s.pending {
+		if o, ok := oldest[p.client]; !ok || p.seq < o {
+			oldest[p.client] = p.seq
+		}
+	}
+	var top string
+	for k, n := range s.pendingPer {
+		if t := s.pendingPer[top]; top == "" || n > t || n == t && oldest[k] < oldest[top] {
+			top = k
+		}
+	}
+	return top
 }
 
 // unpend takes c out of the waiting connections; false if it was not

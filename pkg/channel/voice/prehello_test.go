@@ -166,3 +166,26 @@ func TestCloseWithPendingConnections(t *testing.T) {
 		t.Fatalf("stats %+v after Close", st)
 	}
 }
+
+// When all pre-hello slots are taken, room is made at the address holding
+// the most: a device that connected first, from an address of its own,
+// keeps its slot and finishes its hello.
+func TestFullPendingTakesFromTheHeaviestAddress(t *testing.T) {
+	cfg := fakeConfig(nil, &fakeConv{})
+	cfg.Limits.HelloTimeout = time.Hour
+	cfg.Limits.MaxPending = 4
+	cfg.Limits.MaxPendingPerClient = 4
+	s, hs := newServer(t, cfg)
+	device := mustDialFrom(t, hs, "127.0.0.1") // connected, hello not sent yet
+	var idle []*client
+	for range 6 {
+		idle = append(idle, mustDialFrom(t, hs, "127.0.0.2"))
+	}
+	if st := s.Stats(); st.Pending != 4 || st.Evicted != 3 {
+		t.Fatalf("stats %+v; want 4 pending, 3 evicted", st)
+	}
+	if code := idle[0].closed(); code != websocket.CloseTryAgainLater {
+		t.Errorf("the heavy address's oldest socket closed with %d; want %d", code, websocket.CloseTryAgainLater)
+	}
+	device.ready(map[string]any{"device": "early"})
+}

@@ -58,9 +58,10 @@ type Limits struct {
 	// MaxPending bounds the connections that have not said hello yet,
 	// MaxPendingPerClient those of one client address (connlimit.Client).
 	// When either is full the newcomer takes the place of the oldest such
-	// connection (closed with 1013, try again later); a device says hello
-	// within milliseconds of connecting, an idle socket does not. Defaults
-	// 64 and 8.
+	// connection of its own address, or of the address with the most of
+	// them (closed with 1013, try again later); a device says hello within
+	// milliseconds of connecting, an idle socket does not. Defaults 64
+	// and 8.
 	MaxPending          int
 	MaxPendingPerClient int
 }
