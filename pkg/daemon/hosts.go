@@ -15,6 +15,10 @@ import (
 // nobody listed — gets 421 on every path, /healthz and /wecom/callback
 // included.
 func (d *Daemon) hostGuard(next http.Handler) http.Handler {
+	if cfg := d.config(); cfg.WeCom.Enabled && len(cfg.Server.AllowedHosts) == 0 && cfg.ListenIsLoopback() {
+		d.logger.Warn("wecom is enabled on a loopback listener without server.allowed_hosts: callbacks through a proxy or tunnel that pass on your public host name get 421",
+			"fix", "set server.allowed_hosts = [\"<public host name>\"] (agentctl doctor: http_access)")
+	}
 	refused := d.metrics.Counter("agent_http_host_refused_total", "HTTP requests refused (421) for a Host that is not loopback, server.listen's host or in server.allowed_hosts.", nil)
 	var mu sync.Mutex
 	var lastLog time.Time

@@ -45,6 +45,9 @@ func (d *Daemon) voiceRoutes(mux *http.ServeMux) {
 	if !cfg.Voice.Enabled {
 		return
 	}
+	if cfg.Voice.Token == "" {
+		d.logger.Info("voice.token is empty: no device can connect; the web console signs in with a link from agentctl console")
+	}
 	vc := voice.Config{
 		// An empty voice.token admits no device; the console gets in
 		// with its session (agentctl console), nothing else.

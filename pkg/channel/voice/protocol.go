@@ -10,7 +10,7 @@ const Protocol = "agent.voice.v1"
 // close the connection (their frame says "fatal":true); the others leave it
 // usable.
 const (
-	CodeUnauthorized   = "unauthorized"     // bad or missing token
+	CodeUnauthorized   = "unauthorized"     // bad or missing token and no console session; or, before a turn, the token changed or the session ended
 	CodeBadHello       = "bad_hello"        // the first frame is not a valid hello
 	CodeBadRequest     = "bad_request"      // malformed JSON, unknown type, empty or oversized text
 	CodeBadAudio       = "bad_audio"        // unsupported sample rate, unusable audio

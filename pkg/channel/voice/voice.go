@@ -1,7 +1,12 @@
 // Package voice is the agent.voice.v1 WebSocket channel: a device (a
-// kitchen panel, a hardware button box, the web console) says hello with
-// its token, streams 16-bit PCM, and gets back the transcript and the
-// agent's streamed reply. The protocol is in ../shared/INTERFACE.md.
+// kitchen panel, a hardware button box) says hello with its token, streams
+// 16-bit PCM, and gets back the transcript and the agent's streamed reply.
+// The protocol is in ../shared/INTERFACE.md.
+//
+// Access: the token makes a client a device, put to the DM policy; the web
+// console's session cookie (from `agentctl console`) makes it the
+// operator. Nothing else does — not a loopback address, not an empty
+// token. Both are checked again before every turn.
 //
 // One connection has one turn in flight at a time (recognition, then the
 // conversation turn); audio and text that arrive meanwhile get a busy
