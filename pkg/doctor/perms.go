@@ -46,7 +46,7 @@ func (e Env) checkPermissions(ctx context.Context) Result {
 			want := st.Mode().Perm() & statedir.DirMode
 			add(false, fmt.Sprintf("state dir %s is %04o (%s)", dir, st.Mode().Perm(), who(loose)), fmt.Sprintf("chmod %o %s", want, dir))
 		}
-		e.stateFiles(dir, add)
+		e.stateFiles(dir, st.Mode().Perm(), add)
 	}
 	if ws := e.Config.Agent.Workspace; ws != "" {
 		e.workspaceFiles(ctx, ws, add)
@@ -62,8 +62,9 @@ func (e Env) checkPermissions(ctx context.Context) Result {
 }
 
 // stateFiles: every regular file directly in the state dir (the database,
-// its companions, the lock, a database moved aside) is 0600.
-func (e Env) stateFiles(dir string, add func(bool, string, string)) {
+// its companions, the lock, a database moved aside) is 0600. A file others
+// can read fails the check when they can reach it (the dir has o+x).
+func (e Env) stateFiles(dir string, dirMode os.FileMode, add func(bool, string, string)) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		add(false, "cannot list "+dir+": "+err.Error(), "")
@@ -86,12 +87,14 @@ func (e Env) stateFiles(dir string, add func(bool, string, string)) {
 		if strings.HasPrefix(de.Name(), store.FileName) {
 			what = "database file"
 		}
-		add(m&0o007 != 0, fmt.Sprintf("%s %s is %04o (%s)", what, p, m, who(m&0o077)), fmt.Sprintf("chmod %o %s", store.FileMode, p))
+		add(m&0o004 != 0 && dirMode&0o001 != 0, fmt.Sprintf("%s %s is %04o (%s)", what, p, m, who(m&0o077)), fmt.Sprintf("chmod %o %s", store.FileMode, p))
 	}
 }
 
-// workspaceFiles: nothing in the workspace is open to others. The walk
-// stops after maxWorkspaceScan entries or when ctx ends.
+// workspaceFiles: nothing in the workspace is open to others. A folder
+// others cannot enter (no o+x, like the per-user folders) hides what is in
+// it, so the walk does not descend into it; it stops after
+// maxWorkspaceScan entries or when ctx ends.
 func (e Env) workspaceFiles(ctx context.Context, ws string, add func(bool, string, string)) {
 	var open []string
 	var dirOpen bool
@@ -113,14 +116,20 @@ func (e Env) workspaceFiles(ctx context.Context, ws string, add func(bool, strin
 			return nil
 		}
 		fi, err := d.Info()
-		if err != nil || fi.Mode().Perm()&0o007 == 0 {
+		if err != nil {
 			return nil
 		}
-		if p == ws {
-			dirOpen = true
-			return nil
+		m := fi.Mode().Perm()
+		if m&0o007 != 0 {
+			if p == ws {
+				dirOpen = true
+			} else {
+				open = append(open, p)
+			}
 		}
-		open = append(open, p)
+		if d.IsDir() && m&0o001 == 0 {
+			return fs.SkipDir
+		}
 		return nil
 	})
 	switch {
