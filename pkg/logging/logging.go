@@ -1,6 +1,9 @@
 // Package logging builds the daemon's slog logger: text to stderr, no
-// timestamps under journald (it stamps lines itself), and every configured
-// secret scrubbed from messages and attributes.
+// timestamps under journald (it stamps lines itself), and secrets scrubbed
+// from messages and attributes: every configured secret, and the
+// well-known secret shapes (patterns.go: access_token=, Bearer, API keys in
+// URLs, headers and JSON). The same Scrubber redacts the error texts the
+// daemon stores in its database (error log, job errors, tool results).
 package logging
 
 import (
