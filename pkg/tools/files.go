@@ -458,7 +458,7 @@ func (w *Workspace) writeFile(ctx context.Context, call Call) (string, error) {
 	}
 	perm := os.FileMode(0o640)
 	if fi, err := w.root.Stat(p); err == nil && fi.Mode().IsRegular() {
-		perm = fi.Mode().Perm()
+		perm = fi.Mode().Perm() &^ 0o007 // never world-accessible, even a file from an older release
 	}
 	if err := w.writeAtomic("write_file", p, []byte(a.Content), perm); err != nil {
 		return "", err
@@ -511,7 +511,7 @@ func (w *Workspace) editFile(ctx context.Context, call Call) (string, error) {
 	if len(out) > w.limits.WriteBytes {
 		return "", fmt.Errorf("edit_file %s: the result would be %d bytes, more than the %d byte limit", p, len(out), w.limits.WriteBytes)
 	}
-	if err := w.writeAtomic("edit_file", p, []byte(out), fi.Mode().Perm()); err != nil {
+	if err := w.writeAtomic("edit_file", p, []byte(out), fi.Mode().Perm()&^0o007); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("edited %s: replaced 1 occurrence at line %d", p, line), nil

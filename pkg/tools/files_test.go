@@ -244,8 +244,9 @@ func TestWriteFile(t *testing.T) {
 			t.Errorf("%s = %q, %v; want %q", file, got, err, want)
 		}
 	}
-	if fi, err := os.Stat(filepath.Join(ws, "exec.sh")); err != nil || fi.Mode().Perm() != 0o755 {
-		t.Errorf("exec.sh mode = %v, %v; want 0755", fi.Mode(), err)
+	// The mode is kept, less what other users had.
+	if fi, err := os.Stat(filepath.Join(ws, "exec.sh")); err != nil || fi.Mode().Perm() != 0o750 {
+		t.Errorf("exec.sh mode = %v, %v; want 0750 (0755 without others)", fi.Mode(), err)
 	}
 	if _, err := os.Stat(filepath.Join(ws, "big.txt")); !os.IsNotExist(err) {
 		t.Errorf("big.txt exists after refused write")

@@ -63,6 +63,9 @@ func Migrate(dir string, logger *slog.Logger) error {
 		logger.Info("workspace: moved to the shared area (readable by everyone, changed by owners)", "from", name, "to", rel(dir, dst))
 		moved++
 	}
+	if n := closeToOthers(dir); n > 0 {
+		logger.Info("workspace: access for other users removed", "entries", n)
+	}
 	if err := os.WriteFile(marker, []byte(layoutV2+"\n"), 0o640); err != nil {
 		return fmt.Errorf("workspace: migrate: %w", err)
 	}
@@ -70,6 +73,28 @@ func Migrate(dir string, logger *slog.Logger) error {
 		logger.Warn("workspace migrated to private folders per user", "moved", moved, "dir", dir)
 	}
 	return nil
+}
+
+// closeToOthers takes every permission for other users off dir and what
+// is under it (symbolic links are not followed) and returns how many
+// entries it changed: the earlier layout wrote files 0644. Failures are
+// skipped; doctor's permissions check reports what is left.
+func closeToOthers(dir string) int {
+	n := 0
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.Type()&fs.ModeSymlink != 0 {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil || fi.Mode().Perm()&0o007 == 0 {
+			return nil
+		}
+		if os.Chmod(p, fi.Mode().Perm()&^0o007|fi.Mode()&(fs.ModeSetgid)) == nil {
+			n++
+		}
+		return nil
+	})
+	return n
 }
 
 // migrateUploads moves uploads/<user>/* into files/<wecom:user>/uploads/.

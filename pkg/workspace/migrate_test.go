@@ -87,6 +87,13 @@ func TestMigrateKeepsEverything(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "uploads")); err == nil {
 		t.Error("uploads/ still there")
 	}
+	// The old layout wrote 0644 files: nothing stays open to other users.
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if fi, err := os.Lstat(p); err == nil && fi.Mode().Perm()&0o007 != 0 {
+			t.Errorf("%s is %v after the migration", p, fi.Mode().Perm())
+		}
+		return nil
+	})
 	// Once: a file put at the top later is left where it is.
 	if err := os.WriteFile(filepath.Join(dir, "later.txt"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
