@@ -94,18 +94,23 @@ func dnsName(h string) bool {
 	if h == "" || len(h) > 253 {
 		return false
 	}
-	for _, label := range strings.Split(h, ".") {
-		if label == "" || len(label) > 63 {
-			return false
-		}
-		for i := 0; i < len(label); i++ {
-			c := label[i]
-			if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+	label := 0 // length of the label so far
+	for i := 0; i < len(h); i++ {
+		switch c := h[i]; {
+		case c == '.':
+			if label == 0 {
 				return false
 			}
+			label = 0
+		case 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_':
+			if label++; label > 63 {
+				return false
+			}
+		default:
+			return false
 		}
 	}
-	return true
+	return label > 0
 }
 
 // validPort accepts ":" followed by 0 to 5 digits (":" alone is what some
@@ -172,10 +177,21 @@ func (p Policy) Names() []string {
 // Allows reports whether a request with Host host is answered.
 func (p Policy) Allows(host string) bool {
 	n := Name(host)
-	if n == "" {
+	switch {
+	case n == "":
 		return false
+	case Loopback(n):
+		return true
 	}
-	return Loopback(n) || slices.Contains(p.Names(), n)
+	if h, _, err := net.SplitHostPort(p.Listen); err == nil && !wildcard(h) && Name(bracket(h)) == n {
+		return true
+	}
+	for _, a := range p.Allowed {
+		if Name(bracket(a)) == n {
+			return true
+		}
+	}
+	return false
 }
 
 // bracket puts a bare IPv6 literal (as a config value may hold it) in
