@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"agent/pkg/admin"
@@ -33,8 +34,11 @@ func runConsole(ctx context.Context, path string, args []string, asJSON bool, st
 			// The link alone on stdout (xdg-open "$(agentctl console)"),
 			// what to do with it on stderr.
 			fmt.Fprintln(stdout, l.URL)
-			left := time.Until(l.ExpiresAt).Round(time.Second)
-			fmt.Fprintf(stderr, "Open it in a browser within %v; it works once and signs that browser in as the operator.\n", left)
+			left := time.Until(l.ExpiresAt).Round(time.Second).String()
+			if strings.HasSuffix(left, "m0s") {
+				left = strings.TrimSuffix(left, "0s") // "2m0s" -> "2m"
+			}
+			fmt.Fprintf(stderr, "Open it in a browser within %s; it works once and signs that browser in as the operator.\n", left)
 			if !l.Voice {
 				fmt.Fprintln(stderr, "voice.enabled is false: the console shows status only.")
 			}
