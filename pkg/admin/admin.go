@@ -193,21 +193,22 @@ func Listen(path string) (net.Listener, error) {
 }
 
 // MaxConns bounds the admin socket's connections. Its peers all count as
-// one client, so a full socket closes its stalest connection for a
-// newcomer (connlimit): agentctl keeps working while someone floods it.
-// No write timeout: a send waits for a whole agent turn.
+// one client, so a full socket closes its stalest connection still waiting
+// on its client for a newcomer (connlimit): agentctl keeps working while
+// someone floods it. No write timeout: a send waits for a whole agent turn.
 const MaxConns = 64
 
 // Serve runs the admin server until ctx ends.
 func Serve(ctx context.Context, ln net.Listener, b Backend, logger *slog.Logger) error {
 	lim := connlimit.Wrap(ln, connlimit.Config{Max: MaxConns, Logger: logger})
 	srv := &http.Server{
-		Handler:           Handler(b),
+		Handler:           lim.Guard(Handler(b)), // a request sent whole (a send waiting for its turn) is never evicted
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		IdleTimeout:       time.Minute,
 		MaxHeaderBytes:    64 << 10,
 		ConnState:         lim.ConnState,
+		ConnContext:       lim.ConnContext,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	go func() {

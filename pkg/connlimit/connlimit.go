@@ -3,16 +3,17 @@
 // client address.
 //
 // A full pool does not turn the newcomer away: it makes room by closing a
-// connection — an idle keep-alive first; otherwise, when the client is at
-// its own cap, that client's stalest (the one whose request, or before a
-// first request whose connection, started earliest); when the whole
-// listener is full, the stalest of the client holding the most
-// connections. Hijacked connections (WebSockets) are never closed here. So
-// a client that holds its share open with slow headers or a trickled body
-// competes with itself, a flood from many addresses takes its room from
-// the heaviest of them, and a short request (a WeCom callback takes
-// milliseconds) is only lost if its own address turns over its whole share
-// while it runs.
+// connection that waits on its client — an idle keep-alive first;
+// otherwise, when the client is at its own cap, that client's stalest (the
+// one whose request, or before a first request whose connection, started
+// earliest); when the whole listener is full, the stalest of the client
+// with the most such connections. A connection whose request has arrived
+// whole (its body read to the end: the server is working on it) and a
+// hijacked one (a WebSocket) are never closed here. So slow headers and
+// trickled bodies compete with each other, a flood from many addresses
+// takes its room from the heaviest of them, and a request that was sent
+// whole is answered.
+//
 // Only when nothing can be closed does a newcomer get a reserved slot, on
 // which Guard serves the health paths and answers everything else 503; when
 // the reserve is full too the connection is closed at once.
@@ -23,6 +24,7 @@ package connlimit
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -44,6 +46,9 @@ type Config struct {
 	// PerClient is the most (unreserved) connections of one client address
 	// (Client); 0 or more than Max-Reserve: Max-Reserve.
 	PerClient int
+	// PerLoopback replaces PerClient for a loopback address, behind which
+	// a TCP tunnel or a local reverse proxy puts many clients; 0: PerClient.
+	PerLoopback int
 	// Now is the clock of the warning log; default time.Now.
 	Now func() time.Time
 	// Logger gets at most one warning per LogEvery while connections are
@@ -65,7 +70,8 @@ type phase uint8
 
 const (
 	phaseNew      phase = iota // accepted, no request read yet
-	phaseActive                // a request is being read or served
+	phaseReading               // headers read, the body still arriving
+	phaseServing               // the request arrived whole: never evicted
 	phaseIdle                  // between requests (keep-alive)
 	phaseHijacked              // taken over by a protocol upgrade: never evicted
 )
@@ -99,6 +105,10 @@ func Wrap(ln net.Listener, cfg Config) *Listener {
 	if cfg.PerClient <= 0 || cfg.PerClient > soft {
 		cfg.PerClient = soft
 	}
+	if cfg.PerLoopback <= 0 {
+		cfg.PerLoopback = cfg.PerClient
+	}
+	cfg.PerLoopback = min(cfg.PerLoopback, soft)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -145,6 +155,10 @@ func (l *Listener) take(nc net.Conn) *Conn {
 func (l *Listener) admit(nc net.Conn) (*Conn, []*Conn) {
 	client := Client(addrString(nc.RemoteAddr()))
 	c := &Conn{Conn: nc, l: l, client: client}
+	capacity := l.cfg.PerClient
+	if ip := net.ParseIP(client); ip != nil && ip.IsLoopback() {
+		capacity = l.cfg.PerLoopback
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var victims []*Conn
@@ -158,7 +172,7 @@ func (l *Listener) admit(nc net.Conn) (*Conn, []*Conn) {
 		victims = append(victims, v)
 		return true
 	}
-	fits := l.perClient[client] < l.cfg.PerClient ||
+	fits := l.perClient[client] < capacity ||
 		evict(func(o *Conn) bool { return !o.reserved && o.client == client })
 	fits = fits && (l.normal < l.soft || evict(l.heaviest()))
 	if !fits && l.cfg.Reserve > 0 {
@@ -198,7 +212,7 @@ func (l *Listener) heaviest() func(*Conn) bool {
 	first := map[string]uint64{}
 	idle := false
 	for c := range l.conns {
-		if c.reserved || c.phase == phaseHijacked {
+		if c.reserved || !c.evictable() {
 			continue
 		}
 		idle = idle || c.phase == phaseIdle
@@ -221,7 +235,7 @@ func (l *Listener) heaviest() func(*Conn) bool {
 
 // stalest returns the connection to evict among those pred accepts: an
 // idle one first, then the one whose current request started first; never
-// a hijacked one. nil when there is none.
+// one being served or hijacked. nil when there is none.
 func (l *Listener) stalest(pred func(*Conn) bool) *Conn {
 	var best *Conn
 	better := func(a, b *Conn) bool { // a is staler than b
@@ -231,7 +245,7 @@ func (l *Listener) stalest(pred func(*Conn) bool) *Conn {
 		return a.seq < b.seq
 	}
 	for c := range l.conns {
-		if c.phase == phaseHijacked || !pred(c) {
+		if !c.evictable() || !pred(c) {
 			continue
 		}
 		if best == nil || better(c, best) {
@@ -295,7 +309,7 @@ func (l *Listener) ConnState(nc net.Conn, st http.ConnState) {
 	switch st {
 	case http.StateActive:
 		l.seq++
-		c.phase, c.seq = phaseActive, l.seq
+		c.phase, c.seq = phaseReading, l.seq
 	case http.StateIdle:
 		l.seq++
 		c.phase, c.seq = phaseIdle, l.seq
@@ -315,13 +329,25 @@ func (l *Listener) ConnContext(ctx context.Context, nc net.Conn) context.Context
 	return ctx
 }
 
-// Guard serves only the given paths (exactly) to a connection on a
-// reserved slot, and closes it after the response; other requests on it
-// get 503. Requests on ordinary connections pass through.
+// Guard wraps the server's handler. It serves only the given paths
+// (exactly) to a connection on a reserved slot, and closes it after the
+// response; other requests on it get 503. On an ordinary connection it
+// tells the listener when the request has arrived whole (at once without a
+// body, else when the handler reads the body to its end): from then on
+// the connection is not evicted.
 func (l *Listener) Guard(next http.Handler, healthPaths ...string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, _ := r.Context().Value(ctxKey{}).(*Conn)
-		if c == nil || !c.reserved {
+		if c == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if !c.reserved {
+			if r.Body == nil || r.Body == http.NoBody {
+				l.serving(c)
+			} else {
+				r.Body = &bodyEnd{ReadCloser: r.Body, end: func() { l.serving(c) }}
+			}
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -333,6 +359,30 @@ func (l *Listener) Guard(next http.Handler, healthPaths ...string) http.Handler 
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, "the server is at its connection limit; try again shortly", http.StatusServiceUnavailable)
 	})
+}
+
+// serving marks c's request as arrived whole.
+func (l *Listener) serving(c *Conn) {
+	l.mu.Lock()
+	if c.phase == phaseNew || c.phase == phaseReading {
+		c.phase = phaseServing
+	}
+	l.mu.Unlock()
+}
+
+// bodyEnd calls end once when the body has been read to its end.
+type bodyEnd struct {
+	io.ReadCloser
+	end  func()
+	once sync.Once
+}
+
+func (b *bodyEnd) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.once.Do(b.end)
+	}
+	return n, err
 }
 
 // Conn is a connection handed out by a Listener; closing it frees its slot.
@@ -350,6 +400,9 @@ type Conn struct {
 	closeOnce sync.Once
 	closeErr  error
 }
+
+// evictable reports whether c may be closed for a newcomer; l.mu held.
+func (c *Conn) evictable() bool { return c.phase != phaseServing && c.phase != phaseHijacked }
 
 // Reserved reports whether c holds a reserved slot (health paths only).
 func (c *Conn) Reserved() bool { return c.reserved }
@@ -377,7 +430,7 @@ func (c *Conn) closeConn() error {
 }
 
 // Client is the key a remote address is counted under: the IP of an IPv4
-// peer, the /64 prefix of an IPv6 one (one subscriber's network), the
+// peer or of ::1, the /64 prefix of another IPv6 one (one subscriber's network), the
 // address itself when it is not host:port (all unix-socket peers share
 // one).
 func Client(remote string) string {
@@ -391,6 +444,9 @@ func Client(remote string) string {
 	}
 	if v4 := ip.To4(); v4 != nil {
 		return v4.String()
+	}
+	if ip.IsLoopback() {
+		return ip.String()
 	}
 	return (&net.IPNet{IP: ip.Mask(net.CIDRMask(64, 128)), Mask: net.CIDRMask(64, 128)}).String()
 }

@@ -140,6 +140,72 @@ func TestGlobalCapTakesFromTheHeaviestClient(t *testing.T) {
 	}
 }
 
+// serve runs a request through Guard on p's connection; the handler reads
+// the body to its end.
+func (r *rig) serve(p peer, method, body string) {
+	r.t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req := httptest.NewRequest(method, "/x", rd)
+	req = req.WithContext(r.l.ConnContext(req.Context(), p.c))
+	r.l.Guard(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) { io.ReadAll(req.Body) })).ServeHTTP(httptest.NewRecorder(), req)
+}
+
+// A request that arrived whole (body read to its end, or none) is the
+// server's to finish: a newcomer evicts one still waiting on its client,
+// never it; with nothing else to evict the newcomer is refused.
+func TestRequestsThatArrivedWholeAreNotEvicted(t *testing.T) {
+	r := newRig(t, Config{Max: 3})
+	whole := r.arrive("10.0.0.1:1")
+	r.state(whole, http.StateActive)
+	r.serve(whole, "POST", "<xml>callback</xml>")
+	get := r.arrive("10.0.0.2:1")
+	r.state(get, http.StateActive)
+	r.serve(get, "GET", "")
+	trickle := r.arrive("10.0.0.3:1") // headers only: its body never ends
+	r.state(trickle, http.StateActive)
+	r.arrive("10.0.0.4:1")
+	if !trickle.closed() {
+		t.Fatal("the connection still waiting for its body was not the one evicted")
+	}
+	r.want(3, 0, 1, 0)
+	fresh := r.arrive("10.0.0.5:1") // evicts 10.0.0.4 (no request yet)
+	r.state(fresh, http.StateActive)
+	r.serve(fresh, "GET", "")
+	if late := r.arrive("10.0.0.6:1"); late.c != nil {
+		t.Fatal("want the newcomer refused: every connection is being served")
+	}
+	r.want(3, 0, 2, 1)
+	// Once answered (idle again) it may go.
+	r.state(whole, http.StateIdle)
+	if again := r.arrive("10.0.0.7:1"); again.c == nil || !whole.closed() {
+		t.Fatal("the idle connection was not evicted for the newcomer")
+	}
+}
+
+// Loopback has a cap of its own: a tunnel or a local proxy puts many
+// clients behind 127.0.0.1.
+func TestLoopbackCap(t *testing.T) {
+	r := newRig(t, Config{Max: 20, PerClient: 2, PerLoopback: 5})
+	for i := range 5 {
+		if p := r.arrive(fmt.Sprintf("127.0.0.1:%d", i)); p.c == nil {
+			t.Fatal("refused under the loopback cap")
+		}
+	}
+	r.arrive("[::1]:1")
+	r.arrive("10.0.0.1:1")
+	r.arrive("10.0.0.1:2")
+	r.want(8, 0, 0, 0)
+	r.arrive("127.0.0.1:9") // over 5: evicts loopback's own
+	r.arrive("10.0.0.1:3")  // over 2: evicts its own
+	r.want(8, 0, 2, 0)
+	if got := newRig(t, Config{Max: 10, Reserve: 2, PerLoopback: 50}).l.Limits().PerLoopback; got != 8 {
+		t.Errorf("PerLoopback above Max-Reserve: %d; want 8", got)
+	}
+}
+
 func TestHijackedAreNeverEvictedReserveServesHealth(t *testing.T) {
 	r := newRig(t, Config{Max: 3, Reserve: 1})
 	if got := r.l.Limits(); got.PerClient != 2 {
@@ -332,7 +398,7 @@ func TestClient(t *testing.T) {
 		"192.0.2.1:8080":            "192.0.2.1",
 		"[::ffff:192.0.2.1]:1":      "192.0.2.1",
 		"[2001:db8:a:b:c:d:e:f]:1":  "2001:db8:a:b::/64",
-		"[::1]:5":                   "::/64",
+		"[::1]:5":                   "::1",
 		"@":                         "@",
 		"":                          "",
 		"[fe80::1%eth0]:1":          "fe80::1%eth0",

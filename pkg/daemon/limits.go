@@ -50,8 +50,8 @@ var healthPaths = []string{"/healthz", "/livez"}
 
 // httpServer builds the server for server.listen and bounds ln: at most
 // server.max_conns connections (fewer when RLIMIT_NOFILE is too low for
-// them), server.max_conns_per_client from one address, a reserve for
-// /healthz and /livez (connlimit).
+// them), server.max_conns_per_client from one address other than
+// loopback, a reserve for /healthz and /livez (connlimit).
 func (d *Daemon) httpServer(ln net.Listener, cfg *config.Config) (*http.Server, *connlimit.Listener) {
 	maxConns := cfg.Server.MaxConns
 	if soft, ok := noFile(); ok {
@@ -65,8 +65,14 @@ func (d *Daemon) httpServer(ln net.Listener, cfg *config.Config) (*http.Server, 
 		Max:       maxConns,
 		Reserve:   healthReserve(maxConns),
 		PerClient: cfg.Server.MaxConnsPerClient,
-		Now:       d.now,
-		Logger:    d.logger.With("component", "http"),
+		// Loopback is not held to max_conns_per_client: behind it are a
+		// TCP tunnel's or a local proxy's clients (WeCom's callbacks among
+		// them) and the daemon's own probe. A flood through it takes its
+		// room from its own connections still waiting on their client,
+		// never from a callback that arrived whole (connlimit).
+		PerLoopback: maxConns,
+		Now:         d.now,
+		Logger:      d.logger.With("component", "http"),
 	})
 	eff := lim.Limits()
 	d.metrics.Gauge("agent_http_max_conns", "Connections server.listen accepts at once (server.max_conns, fitted to RLIMIT_NOFILE).", nil).Set(float64(eff.Max))
