@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -122,5 +123,65 @@ func TestProxyHeadersRemoveLoopbackTrust(t *testing.T) {
 	}
 	if _, body := get("/healthz", ""); !strings.Contains(body, `"checks":[`) {
 		t.Errorf("/healthz from the box lacks details: %s", body)
+	}
+}
+
+// voiceHelloFrame says hello on a fresh connection and returns the answer.
+func voiceHelloFrame(t *testing.T, addr string, hello map[string]any) map[string]any {
+	t.Helper()
+	ws, _, err := websocket.DefaultDialer.Dial("ws://"+addr+"/voice", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	hello["type"] = "hello"
+	ws.WriteJSON(hello)
+	return readFrame(t, ws)
+}
+
+// TestVoiceOwnerNameCannotBeClaimed: the names in a hello are claims
+// anyone with voice.token can make; one listed in agent.owners is refused,
+// as device or as user, whatever the DM policy.
+func TestVoiceOwnerNameCannotBeClaimed(t *testing.T) {
+	addr, _ := startDaemonIn(t, t.TempDir(), "owners = [\"wecom:zhangsan\", \"voice:boss-phone\"]\n[voice]\ntoken = \"device-secret-0123456789\"\n[security]\ndm_policy = \"open\"\n")
+	for _, hello := range []map[string]any{
+		{"device": "cheap-panel-in-lobby", "user": "boss-phone"},
+		{"user": "boss-phone"},
+		{"device": "boss-phone"},
+	} {
+		hello["token"] = "device-secret-0123456789"
+		m := voiceHelloFrame(t, addr, hello)
+		if m["code"] != "forbidden" || m["fatal"] != true || !strings.Contains(fmt.Sprint(m["message"]), "agent.owners") {
+			t.Errorf("hello %v: %v; want a fatal forbidden naming agent.owners", hello, m)
+		}
+	}
+	if m := voiceHelloFrame(t, addr, map[string]any{"token": "device-secret-0123456789", "device": "cheap-panel-in-lobby"}); m["type"] != "ready" {
+		t.Errorf("an ordinary device under dm_policy open: %v", m)
+	}
+}
+
+// TestVoiceEveryNameMustBeAdmitted: an approved device does not bring an
+// unapproved user in with it (the turns would run as that user), nor an
+// approved user an unknown device.
+func TestVoiceEveryNameMustBeAdmitted(t *testing.T) {
+	addr, _ := startDaemonIn(t, t.TempDir(), "[voice]\ntoken = \"device-secret-0123456789\"\n[security]\ndm_policy = \"allowlist\"\nallow_from = [\"voice:kitchen-panel\", \"voice:alice\"]\n")
+	for _, tc := range []struct {
+		hello map[string]any
+		want  string
+	}{
+		{map[string]any{"device": "kitchen-panel"}, "ready"},
+		{map[string]any{"device": "kitchen-panel", "user": "alice"}, "ready"},
+		{map[string]any{"device": "kitchen-panel", "user": "bob"}, "forbidden"},
+		{map[string]any{"device": "rogue", "user": "alice"}, "forbidden"},
+	} {
+		tc.hello["token"] = "device-secret-0123456789"
+		m := voiceHelloFrame(t, addr, tc.hello)
+		got := fmt.Sprint(m["type"])
+		if got == "error" {
+			got = fmt.Sprint(m["code"])
+		}
+		if got != tc.want {
+			t.Errorf("hello %v: %v; want %s", tc.hello, m, tc.want)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 
 	"agent/pkg/admin"
 	"agent/pkg/asr"
@@ -105,12 +106,24 @@ func (d *Daemon) voiceRecognizer() voice.Recognizer {
 }
 
 // admitVoice applies security.dm_policy, as configured now, to a voice
-// device at its hello and before each of its turns: admitted when any of
-// its principals ("voice:DEVICE", "voice:USER") is; otherwise, under
-// "pairing", the first one gets a code for the operator to approve.
+// device at its hello and before each of its turns. The names a hello
+// gives ("voice:DEVICE", "voice:USER") are claims anyone holding the shared
+// voice.token can make, so every one must be admitted (an approved device
+// does not carry an unapproved user in with it, nor the reverse); under
+// "pairing" the first one that is not gets a code for the operator to
+// approve. A name listed in agent.owners is refused outright: owner rights
+// cannot rest on a claim. The operator talks through the console
+// (agentctl console) instead.
 func (d *Daemon) admitVoice(ctx context.Context, principals []string) (voice.Admission, error) {
 	if len(principals) == 0 {
 		return voice.Admission{}, nil
+	}
+	for _, p := range principals {
+		if slices.Contains(d.config().Agent.Owners, p) {
+			d.logger.Warn("voice hello claims an owner's name; refused", "principal", p)
+			return voice.Admission{Reason: p + " is one of agent.owners: an owner's name cannot be claimed over voice.token " +
+				"(anyone holding the token could); owners use the web console signed in with agentctl console"}, nil
+		}
 	}
 	store, policy := d.pairings(), d.dmPolicy()
 	for _, p := range principals {
@@ -119,19 +132,20 @@ func (d *Daemon) admitVoice(ctx context.Context, principals []string) (voice.Adm
 			return voice.Admission{}, err
 		}
 		if ok {
-			return voice.Admission{Allowed: true}, nil
+			continue
 		}
+		v, code, err := store.Decide(ctx, nil, policy, p, "")
+		switch {
+		case err != nil:
+			return voice.Admission{}, err
+		case v == pairing.Allow:
+			continue
+		case v == pairing.NewCode || v == pairing.Waiting:
+			return voice.Admission{Code: code}, nil
+		}
+		return voice.Admission{}, nil
 	}
-	v, code, err := store.Decide(ctx, nil, policy, principals[0], "")
-	switch {
-	case err != nil:
-		return voice.Admission{}, err
-	case v == pairing.Allow:
-		return voice.Admission{Allowed: true}, nil
-	case v == pairing.NewCode || v == pairing.Waiting:
-		return voice.Admission{Code: code}, nil
-	}
-	return voice.Admission{}, nil
+	return voice.Admission{Allowed: true}, nil
 }
 
 // stopVoice disconnects the voice clients (their turns in flight are

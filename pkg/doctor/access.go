@@ -21,6 +21,13 @@ func (e Env) checkAccess(context.Context) Result {
 		warns = append(warns, "voice.token is empty: no device can connect, only the web console signed in with `agentctl console`")
 		fixes = append(fixes, "put VOICE_TOKEN=<long random> in /etc/agent/agent.env (scripts/install.sh generates one), then systemctl restart agent")
 	}
+	for _, o := range c.Agent.Owners {
+		if strings.HasPrefix(o, "voice:") {
+			warns = append(warns, "agent.owners lists "+o+": voice names are claims anyone holding voice.token can make, so the voice channel refuses owner names")
+			fixes = append(fixes, "take "+o+" out of agent.owners; the operator talks through the web console (agentctl console)")
+			break
+		}
+	}
 	if c.WeCom.Enabled && len(s.AllowedHosts) == 0 && c.ListenIsLoopback() {
 		warns = append(warns, "wecom is enabled on a loopback listener: its callbacks come through a proxy or tunnel with your public host name in Host, which gets 421 until server.allowed_hosts lists it")
 		fixes = append(fixes, `set server.allowed_hosts = ["<public host name>"], then agentctl reload`)

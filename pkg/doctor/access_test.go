@@ -24,6 +24,9 @@ func TestAccessCheck(t *testing.T) {
 		{"wecom behind a tunnel, no allowed_hosts", func(c *config.Config) {
 			c.Voice.Token, c.WeCom, c.Server.AllowedHosts = "0123456789abcdef0123", wecom, nil
 		}, Warn, []string{"server.allowed_hosts", "421"}},
+		{"a voice owner", func(c *config.Config) {
+			c.Voice.Token, c.Agent.Owners = "0123456789abcdef0123", []string{"wecom:zhangsan", "voice:boss-phone"}
+		}, Warn, []string{"voice:boss-phone", "agentctl console"}},
 		{"wecom with allowed_hosts", func(c *config.Config) { c.Voice.Token, c.WeCom = "0123456789abcdef0123", wecom }, OK, nil},
 		{"wildcard listen, no allowed_hosts", func(c *config.Config) {
 			c.Voice.Token, c.Server.Listen, c.Server.AllowedHosts = "0123456789abcdef0123", ":8080", nil

@@ -275,11 +275,15 @@ func (c *conn) decide(ctx context.Context, principals []string) *refusal {
 	case a.Allowed:
 		return nil
 	case a.Code != "":
-		c.log.Info("voice device waiting for approval", "principal", principals[0], "code", a.Code)
+		c.log.Info("voice device waiting for approval", "principals", principals, "code", a.Code)
 		return &refusal{CodeNotPaired, fmt.Sprintf("this device is not approved yet; its pairing code is %s (the operator runs: agentctl pair approve %s)", a.Code, a.Code), websocket.ClosePolicyViolation}
 	default:
 		c.log.Warn("voice client refused by the DM policy", "principals", principals)
-		return &refusal{CodeForbidden, "this device or user may not talk to the agent (security.dm_policy / allow_from)", websocket.ClosePolicyViolation}
+		msg := "this device or user may not talk to the agent (security.dm_policy / allow_from)"
+		if a.Reason != "" {
+			msg = a.Reason
+		}
+		return &refusal{CodeForbidden, msg, websocket.ClosePolicyViolation}
 	}
 }
 

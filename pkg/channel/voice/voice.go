@@ -131,10 +131,11 @@ type Config struct {
 	// Cancel). nil: a cancelled turn runs on and its replies are dropped.
 	Cancel func(in conversation.Inbound)
 	// Admit applies security.dm_policy to a device that passed the token
-	// check: principals are "voice:DEVICE" and/or "voice:USER". It is asked
-	// at the hello and again before every turn (text or utterance), so a
-	// revocation or a policy change applies to the next turn. nil admits
-	// every client with the token.
+	// check: principals are "voice:DEVICE" and/or "voice:USER", every one
+	// of which must be admitted (the names are claims: whoever holds the
+	// token can say them). It is asked at the hello and again before every
+	// turn (text or utterance), so a revocation or a policy change applies
+	// to the next turn. nil admits every client with the token.
 	Admit func(ctx context.Context, principals []string) (Admission, error)
 	// Defaults returns what a hello that does not say gets (it follows
 	// configuration reloads); nil: no partials, no spoken replies, voice en.
@@ -185,6 +186,8 @@ type Admission struct {
 	// client is told it (pairing_required) and the operator approves it
 	// with `agentctl pair approve CODE`. Empty: refused (forbidden).
 	Code string
+	// Reason, when set, is the forbidden message instead of the default.
+	Reason string
 }
 
 // Server serves agent.voice.v1 connections. Safe for concurrent use.
