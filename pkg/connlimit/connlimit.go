@@ -174,7 +174,7 @@ func (l *Listener) admit(nc net.Conn) (*Conn, []*Conn) {
 	}
 	fits := l.perClient[client] < capacity ||
 		evict(func(o *Conn) bool { return !o.reserved && o.client == client })
-	fits = fits && (l.normal < l.soft || evict(l.heaviest()))
+	fits = fits && (l.normal < l.soft || evict(l.heavy()))
 	if !fits && l.cfg.Reserve > 0 {
 		if l.reserved < l.cfg.Reserve || evict(func(o *Conn) bool { return o.reserved }) {
 			c.reserved = true
@@ -202,35 +202,24 @@ func (l *Listener) admit(nc net.Conn) (*Conn, []*Conn) {
 	return c, victims
 }
 
-// heaviest chooses where the global pool makes room: any idle connection
-// if there is one, else the client with the most connections that may be
-// evicted (ties: the one holding the stalest). So a flood from some
-// addresses takes its room from itself, not from a client with a request
-// or two in flight.
-func (l *Listener) heaviest() func(*Conn) bool {
+// heavy chooses where the global pool makes room: among the clients
+// holding at least half as many evictable connections as the heaviest one
+// (stalest then picks an idle one, else the one waiting longest). So a
+// flood from some addresses takes its room from itself — its connections
+// are the old ones — not from a client with a request or two in flight,
+// nor from a busy client's fresh requests.
+func (l *Listener) heavy() func(*Conn) bool {
 	count := map[string]int{}
-	first := map[string]uint64{}
-	idle := false
+	top := 0
 	for c := range l.conns {
 		if c.reserved || !c.evictable() {
 			continue
 		}
-		idle = idle || c.phase == phaseIdle
-		if n, ok := first[c.client]; !ok || c.seq < n {
-			first[c.client] = c.seq
-		}
 		count[c.client]++
+		top = max(top, count[c.client])
 	}
-	if idle {
-		return func(o *Conn) bool { return !o.reserved && o.phase == phaseIdle }
-	}
-	var top string
-	for k, n := range count {
-		if t := count[top]; top == "" || n > t || n == t && first[k] < first[top] {
-			top = k
-		}
-	}
-	return func(o *Conn) bool { return !o.reserved && o.client == top }
+	floor := max(1, (top+1)/2)
+	return func(o *Conn) bool { return !o.reserved && count[o.client] >= floor }
 }
 
 // stalest returns the connection to evict among those pred accepts: an

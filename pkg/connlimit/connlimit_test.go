@@ -206,6 +206,31 @@ func TestLoopbackCap(t *testing.T) {
 	}
 }
 
+// A busy client with more fresh requests than any flooding address holds
+// old ones is not where the room is taken: the flood's stalest goes.
+func TestGlobalCapSparesABusyClientsFreshRequests(t *testing.T) {
+	r := newRig(t, Config{Max: 7})
+	var flood []peer
+	for i := range 4 { // two flooding addresses, two slow requests each, old
+		flood = append(flood, r.arrive(fmt.Sprintf("10.9.0.%d:%d", 1+i%2, i)))
+		r.state(flood[i], http.StateActive)
+	}
+	var busy []peer
+	for i := range 3 { // then three fresh callbacks from one busy address
+		busy = append(busy, r.arrive(fmt.Sprintf("127.0.0.1:%d", i)))
+	}
+	r.arrive("192.0.2.1:1")
+	if !flood[0].closed() {
+		t.Fatal("want the flood's stalest connection evicted, not the busy client's fresh one")
+	}
+	for i, p := range busy {
+		p.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
+		if _, err := p.Read(make([]byte, 1)); !isTimeout(err) {
+			t.Fatalf("busy client's connection %d was closed: %v", i, err)
+		}
+	}
+}
+
 func TestHijackedAreNeverEvictedReserveServesHealth(t *testing.T) {
 	r := newRig(t, Config{Max: 3, Reserve: 1})
 	if got := r.l.Limits(); got.PerClient != 2 {
