@@ -49,11 +49,12 @@ func (d *Daemon) startBrain(cfg *config.Config) (b *brain, err error) {
 	// Each user scope has its own folder; the prompt files, skills and
 	// shared/ are changed by owners only (pkg/workspace).
 	spaces, err := workspace.Open(workspace.Config{
-		Dir:     cfg.Agent.Workspace,
-		Quota:   int64(cfg.Agent.WorkspaceQuotaMB) << 20,
-		Limits:  tools.DefaultLimits,
-		IsOwner: d.callerIsOwner,
-		Logger:  d.logger.With("component", "workspace"),
+		Dir:       cfg.Agent.Workspace,
+		Quota:     func() int64 { return int64(d.config().Agent.WorkspaceQuotaMB) << 20 },
+		MarkerDir: cfg.Agent.StateDir,
+		Limits:    tools.DefaultLimits,
+		IsOwner:   d.callerIsOwner,
+		Logger:    d.logger.With("component", "workspace"),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("agent.workspace %s: %w", cfg.Agent.Workspace, err)

@@ -124,6 +124,18 @@ func (d *Daemon) schedulePrompt(ctx context.Context, owner, prompt string) (stri
 	if !ok || channel == "" || user == "" {
 		return "", fmt.Errorf("owner %q is not a user scope such as wecom:alice", owner)
 	}
+	// A task runs tools as its owner: only while security.dm_policy still
+	// lets the owner in (a revoked user, or one dropped from allow_from,
+	// runs no more turns through their jobs).
+	if channel != recipient.AdminChannel {
+		ok, err := d.pairings().Admitted(ctx, d.dmPolicy(), owner)
+		if err != nil {
+			return "", fmt.Errorf("checking whether %s may use the assistant: %w", owner, err)
+		}
+		if !ok {
+			return "", fmt.Errorf("%w: %s is not (or no longer) allowed to use the assistant (security.dm_policy, pairing); the task did not run", recipient.ErrRefused, owner)
+		}
+	}
 	var mu sync.Mutex
 	var replies []string
 	done, err := d.brain.conv.Handle(ctx, conversation.Inbound{Channel: channel, Sender: user, Text: scheduledPrefix + prompt},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"agent/pkg/admin"
 )
@@ -42,6 +43,61 @@ func TestJobsThroughAdminAPI(t *testing.T) {
 	}
 	if list, _ := c.Jobs(ctx); len(list) != 0 {
 		t.Fatalf("after rm: %+v", list)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A scheduled task runs tools as its owner, so it runs only while the DM
+// policy lets the owner in: a user who is not (or no longer) approved
+// gets no turn through a job, and the job says why. A broadcast job is
+// refused when it is added.
+func TestJobOfUserNotAdmittedDoesNotRun(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Security.DMPolicy = "allowlist"
+	cfg.Security.AllowFrom = []string{"wecom:bob"}
+	n := newFakeNotifier(0)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, Options{Config: cfg, Notifier: n}) }()
+	n.waitFor(t, "READY=1", 1)
+	c := admin.NewClient(cfg.Server.AdminSocket)
+	if _, err := c.AddJob(ctx, admin.JobSpec{Owner: "wecom:bob", To: "@all", Cron: "* * * * *", Text: "spam"}); err == nil ||
+		!strings.Contains(err.Error(), "many people") {
+		t.Fatalf("broadcast job: %v", err)
+	}
+	at := time.Now().Add(1500 * time.Millisecond).UTC().Format(time.RFC3339)
+	j, err := c.AddJob(ctx, admin.JobSpec{Owner: "wecom:mallory", At: at, Prompt: "write a file"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		list, err := c.Jobs(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got admin.Job
+		for _, x := range list {
+			if x.ID == j.ID {
+				got = x
+			}
+		}
+		if strings.Contains(got.LastError, "no longer) allowed to use the assistant") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %+v", got)
+		}
+		time.Sleep(50 * time.Millisecond) // the job fires on the real clock
+	}
+	sessions, _ := c.Sessions(ctx)
+	for _, s := range sessions {
+		if strings.Contains(s.Key, "mallory") {
+			t.Errorf("a turn ran for mallory: %+v", s)
+		}
 	}
 	cancel()
 	if err := <-done; err != nil {

@@ -98,6 +98,9 @@ func (p Policy) Check(c Caller, channel, to string) (string, error) {
 		}
 		return "", fmt.Errorf("%w: %q addresses many people at once; only the assistant's owners may do that, and only when the configuration allows it", ErrRefused, to)
 	}
+	if channel == "wecom" && !wecomID(to) {
+		return "", fmt.Errorf("%w: %q is not a WeCom user id (1 to 64 letters, digits, _ - @ . starting with a letter or digit)", ErrRefused, to)
+	}
 	if channel == c.Channel && to == c.User && c.User != "" {
 		return to, nil // oneself
 	}
@@ -121,6 +124,26 @@ func inConversation(key, channel, to string) bool {
 		return false
 	}
 	return k.Channel == channel && k.ID == to
+}
+
+// wecomID reports whether to has the shape of a WeCom user (or chat) id:
+// 1 to 64 bytes of letters, digits and _ - @ ., starting with a letter or
+// digit. Anything else (lookalike characters, "＠all") is not a single
+// WeCom user.
+func wecomID(to string) bool {
+	if to == "" || len(to) > 64 {
+		return false
+	}
+	for i := 0; i < len(to); i++ {
+		c := to[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case i > 0 && (c == '_' || c == '-' || c == '@' || c == '.'):
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // validID refuses empty, over-long, non-UTF-8 and control-character ids.

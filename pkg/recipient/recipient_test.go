@@ -52,6 +52,10 @@ func TestCheck(t *testing.T) {
 		{"empty", policy(false), boss, "", "  ", "", false},
 		{"too long", policy(false), boss, "", strings.Repeat("a", 300), "", false},
 		{"nil policy, self", Policy{}, alice, "", "alice", "alice", false},
+		{"owner, fullwidth @all", policy(false), boss, "", "\uff20all", "", false},
+		{"owner, fullwidth bar", policy(false), boss, "", "a\uff5cb", "", false},
+		{"owner, not a wecom id", policy(false), boss, "", "bob/../x", "", false},
+		{"owner, voice device id with a colon-free name", policy(false), boss, "voice", "kitchen-panel", "kitchen-panel", false},
 		{"nil policy, other", Policy{}, alice, "", "bob", "", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

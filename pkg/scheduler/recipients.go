@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"agent/pkg/recipient"
 )
 
 // StateDisabled is a job whose recipient its owner may not address (any
@@ -29,7 +31,7 @@ func (s *Scheduler) checkRecipient(owner, channel, to string) error {
 }
 
 // Enforce disables every active job whose owner may not address its
-// recipient under Config.Check (jobs made before recipients were checked,
+// recipient under Config.Check (an error wrapping recipient.ErrRefused) (jobs made before recipients were checked,
 // or whose owner stopped being an owner) and returns them, with LastError
 // saying why. Start runs it; the daemon runs it again after a
 // configuration reload.
@@ -48,7 +50,9 @@ func (s *Scheduler) Enforce(ctx context.Context) ([]Job, error) {
 			rows.Close()
 			return nil, fmt.Errorf("scheduler: check recipients: %w", err)
 		}
-		if cerr := s.checkRecipient(j.Owner, j.Channel, j.To); cerr != nil {
+		// Only a refusal disables a job; a failure to decide (the
+		// database) leaves it for the next check.
+		if cerr := s.checkRecipient(j.Owner, j.Channel, j.To); cerr != nil && errors.Is(cerr, recipient.ErrRefused) {
 			j.LastError = shorten("disabled: "+cerr.Error(), 500)
 			bad = append(bad, j)
 		}

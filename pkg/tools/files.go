@@ -189,11 +189,22 @@ func (w *Workspace) resolve(p string, allowRoot bool) (string, error) {
 // such names hide what a file is from the people who list it.
 func CheckName(p string) error {
 	for _, r := range p {
-		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+		if unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp) || invisible(r) {
 			return fmt.Errorf("path %q contains a control or formatting character (%U); file names may not", p, r)
 		}
 	}
 	return nil
+}
+
+// invisible reports letters that render as nothing (Hangul fillers, the
+// combining grapheme joiner): a name made of them looks empty or like
+// another.
+func invisible(r rune) bool {
+	switch r {
+	case 0x034F, 0x115F, 0x1160, 0x3164, 0xFFA0:
+		return true
+	}
+	return false
 }
 
 // fsError maps an error from os.Root to a message for the model.

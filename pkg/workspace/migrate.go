@@ -1,6 +1,8 @@
 package workspace
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -12,22 +14,47 @@ import (
 )
 
 // Migrate moves a workspace of the earlier layout (one folder everyone
-// shared) into this one, once (a .layout file records it), losing
-// nothing:
+// shared) into this one, once, losing nothing:
 //   - uploads/<user>/ (WeCom media) goes to files/<wecom:user>/uploads/;
 //   - every other file or folder at the top, except the prompt files,
-//     skills/, shared/, files/ and dot files, goes to shared/: it was
-//     visible to everyone before and stays readable by everyone, but only
-//     owners may now change it.
+//     skills/ and dot files, goes to shared/: it was visible to everyone
+//     before and stays readable by everyone, but only owners may now
+//     change it. A files/ that was there (any user could have made one, to
+//     plant files in a colleague's future folder) goes to shared/ too, and
+//     so does a shared or skills that is not a plain directory;
+//   - other users' access is taken off the tree.
 //
 // A name already taken at the destination gets a ".migrated-N" suffix.
-func Migrate(dir string, logger *slog.Logger) error {
+// The record that it ran is kept in markerDir (the state dir: out of the
+// users' reach), or in the workspace when markerDir is "". The prompt
+// files and skills stay where they are, but any user could change them
+// before: their hashes are logged for the owners to review.
+func Migrate(dir, markerDir string, logger *slog.Logger) error {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	marker := filepath.Join(dir, layoutFile)
-	if b, err := os.ReadFile(marker); err == nil && strings.TrimSpace(string(b)) == layoutV2 {
+	marker, want := filepath.Join(dir, layoutFile), layoutV2
+	if markerDir != "" {
+		marker, want = filepath.Join(markerDir, "workspace.layout"), layoutV2+" "+dir
+	}
+	if b, err := os.ReadFile(marker); err == nil && strings.TrimSpace(string(b)) == want {
 		return nil
+	}
+	moved := 0
+	for _, name := range []string{FilesDir, SharedDir, SkillsDir} {
+		p := filepath.Join(dir, name)
+		fi, err := os.Lstat(p)
+		if err != nil || (name != FilesDir && fi.IsDir()) {
+			continue
+		}
+		aside, err := freeName(p + ".old")
+		if err != nil {
+			return err
+		}
+		if err := os.Rename(p, aside); err != nil {
+			return fmt.Errorf("workspace: migrate %s: %w", name, err)
+		}
+		logger.Warn("workspace: an existing "+name+" is moved to the shared area", "to", rel(dir, filepath.Join(SharedDir, filepath.Base(aside))))
 	}
 	for _, d := range []string{SharedDir, FilesDir, SkillsDir} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o750); err != nil {
@@ -38,7 +65,6 @@ func Migrate(dir string, logger *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("workspace: migrate: %w", err)
 	}
-	moved := 0
 	for _, e := range ents {
 		name := e.Name()
 		switch {
@@ -66,13 +92,33 @@ func Migrate(dir string, logger *slog.Logger) error {
 	if n := closeToOthers(dir); n > 0 {
 		logger.Info("workspace: access for other users removed", "entries", n)
 	}
-	if err := os.WriteFile(marker, []byte(layoutV2+"\n"), 0o640); err != nil {
+	logPrompt(dir, logger)
+	if err := os.WriteFile(marker, []byte(want+"\n"), 0o600); err != nil {
 		return fmt.Errorf("workspace: migrate: %w", err)
 	}
 	if moved > 0 {
 		logger.Warn("workspace migrated to private folders per user", "moved", moved, "dir", dir)
 	}
 	return nil
+}
+
+// logPrompt logs a hash of each prompt file and skill carried over: before
+// this layout any user could change them, so owners should review them.
+func logPrompt(dir string, logger *slog.Logger) {
+	files := append([]string(nil), PromptFiles...)
+	skills, _ := filepath.Glob(filepath.Join(dir, SkillsDir, "*", "SKILL.md"))
+	for _, s := range skills {
+		files = append(files, rel(dir, s))
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			continue
+		}
+		sum := sha256.Sum256(b)
+		logger.Warn("workspace: review this prompt file; before this version any user could change it", "file", f,
+			"bytes", len(b), "sha256", hex.EncodeToString(sum[:]))
+	}
 }
 
 // closeToOthers takes every permission for other users off dir and what

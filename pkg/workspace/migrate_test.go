@@ -28,7 +28,7 @@ func tree(t *testing.T, dir string) map[string]string {
 // user's folder, the rest to shared/ (read-only for users), nothing lost,
 // once.
 func TestMigrateKeepsEverything(t *testing.T) {
-	dir := t.TempDir()
+	dir, markers := t.TempDir(), t.TempDir()
 	old := map[string]string{
 		"SOUL.md":                "soul",
 		"USER.md":                "user",
@@ -52,11 +52,10 @@ func TestMigrateKeepsEverything(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := Open(Config{Dir: dir}); err != nil {
+	if _, err := Open(Config{Dir: dir, MarkerDir: markers}); err != nil {
 		t.Fatal(err)
 	}
 	got := tree(t, dir)
-	delete(got, layoutFile)
 	want := map[string]string{
 		"SOUL.md":                              "soul",
 		"USER.md":                              "user",
@@ -98,13 +97,54 @@ func TestMigrateKeepsEverything(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "later.txt"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Open(Config{Dir: dir}); err != nil {
+	if _, err := Open(Config{Dir: dir, MarkerDir: markers}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "later.txt")); err != nil {
 		t.Errorf("second start moved later.txt: %v", err)
 	}
-	if b, _ := os.ReadFile(filepath.Join(dir, layoutFile)); strings.TrimSpace(string(b)) != layoutV2 {
+	if b, _ := os.ReadFile(filepath.Join(markers, "workspace.layout")); strings.TrimSpace(string(b)) != layoutV2+" "+dir {
 		t.Errorf("marker %q", b)
+	}
+}
+
+// What a user could plant before the upgrade (any user could write
+// anywhere then): a files/ tree to seed a colleague's future folder, a
+// file named shared, a marker saying "already migrated". None of it takes
+// effect, and nothing is lost.
+func TestMigratePlanted(t *testing.T) {
+	dir, markers := t.TempDir(), t.TempDir()
+	for rel, content := range map[string]string{
+		"files/wecom%3Aboss/invoice.txt": "pay mallory",
+		"shared":                         "a file, not a folder",
+		".layout":                        "2\n",
+		"notes.txt":                      "x",
+	} {
+		p := filepath.Join(dir, rel)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := Open(Config{Dir: dir, MarkerDir: markers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	boss, _ := s.UserDir("wecom:boss")
+	if _, err := os.Stat(filepath.Join(boss, "invoice.txt")); err == nil {
+		t.Fatal("a planted file is in boss's folder")
+	}
+	got := tree(t, dir)
+	for rel, want := range map[string]string{
+		"shared/files.old/wecom%3Aboss/invoice.txt": "pay mallory",
+		"shared/shared.old":                         "a file, not a folder",
+		"shared/notes.txt":                          "x",
+	} {
+		if got[rel] != want {
+			t.Errorf("%s = %q, want %q; tree %v", rel, got[rel], want, got)
+		}
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "shared")); err != nil || !fi.IsDir() {
+		t.Fatalf("shared: %v %v", fi, err)
 	}
 }

@@ -62,9 +62,14 @@ var ErrQuota = errors.New("workspace quota exceeded")
 // Config of the Spaces.
 type Config struct {
 	Dir string // agent.workspace; created when missing
-	// Quota bounds each private folder in bytes; 0: no limit.
-	Quota  int64
-	Limits tools.Limits
+	// Quota returns the bound of each private folder in bytes (it follows
+	// reloads); nil or 0: no limit.
+	Quota func() int64
+	// MarkerDir holds the record that the layout was migrated (the state
+	// dir: out of the users' reach; a marker in the workspace could have
+	// been planted by a user before the upgrade). "": the workspace.
+	MarkerDir string
+	Limits    tools.Limits
 	// IsOwner says whether the caller of a tool may change the common
 	// areas (agent.owners, the operator on the admin channel). nil: nobody.
 	IsOwner func(call tools.Call) bool
@@ -99,7 +104,10 @@ func Open(cfg Config) (*Spaces, error) {
 	if err := os.MkdirAll(abs, 0o750); err != nil {
 		return nil, fmt.Errorf("workspace: %w", err)
 	}
-	if err := Migrate(abs, cfg.Logger); err != nil {
+	if cfg.Quota == nil {
+		cfg.Quota = func() int64 { return 0 }
+	}
+	if err := Migrate(abs, cfg.MarkerDir, cfg.Logger); err != nil {
 		return nil, err
 	}
 	return &Spaces{cfg: cfg, dir: abs, logger: cfg.Logger, locks: map[string]*sync.Mutex{}}, nil
@@ -173,6 +181,20 @@ func (s *Spaces) UserDir(scope string) (string, error) {
 	return dir, nil
 }
 
+// Path bounds: deeper or longer paths are refused (they also defeat tools
+// that walk a tree by full path).
+const (
+	MaxPath  = 1024
+	MaxDepth = 32
+)
+
+func clipPath(p string) string {
+	if len(p) > 80 {
+		return p[:77] + "..."
+	}
+	return p
+}
+
 // area is where a path of a call lands.
 type area int
 
@@ -216,6 +238,9 @@ func (s *Spaces) route(p string) (area, string, error) {
 	p = path.Clean(filepath.ToSlash(p))
 	if p == ".." || strings.HasPrefix(p, "../") {
 		return 0, "", fmt.Errorf("path %q is outside the workspace; \"..\" may not leave it", orig)
+	}
+	if len(p) > MaxPath || strings.Count(p, "/") >= MaxDepth {
+		return 0, "", fmt.Errorf("path %q is too long: at most %d bytes and %d levels of folders", clipPath(orig), MaxPath, MaxDepth)
 	}
 	first, rest, _ := strings.Cut(p, "/")
 	switch {
@@ -296,19 +321,36 @@ func (s *Spaces) Usage(scope string) (int64, error) {
 	return usage(dir)
 }
 
+// entryCost is what a directory, or the metadata of any file, counts
+// against the quota (a block): folders and empty files cost disk and
+// inodes too.
+const entryCost = 4096
+
+// usage is what dir's tree counts against the quota: file sizes plus
+// entryCost per entry. It walks through an os.Root (relative lookups), so
+// a tree deeper than PATH_MAX is measured too, and any entry it cannot
+// read is an error, never skipped.
 func usage(dir string) (int64, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return 0, err
+	}
+	defer root.Close()
 	var n int64
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	err = fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
-			if p == dir {
-				return err
-			}
+			return err
+		}
+		if p == "." {
 			return nil
 		}
+		n += entryCost
 		if d.Type().IsRegular() {
-			if fi, err := d.Info(); err == nil {
-				n += fi.Size()
+			fi, err := d.Info()
+			if err != nil {
+				return err
 			}
+			n += fi.Size()
 		}
 		return nil
 	})
@@ -317,16 +359,17 @@ func usage(dir string) (int64, error) {
 
 // checkQuota refuses growing dir by delta bytes past the quota.
 func (s *Spaces) checkQuota(dir string, delta int64) error {
-	if s.cfg.Quota <= 0 || delta <= 0 {
+	quota := s.cfg.Quota()
+	if quota <= 0 || delta <= 0 {
 		return nil
 	}
 	used, err := usage(dir)
 	if err != nil {
-		return fmt.Errorf("workspace: measuring your folder: %w", err)
+		return fmt.Errorf("workspace: measuring your folder failed, nothing written: %w", err)
 	}
-	if used+delta > s.cfg.Quota {
+	if used+delta > quota {
 		return fmt.Errorf("%w: your folder holds %s of its %s limit and this needs %s more; delete or shorten files first (write_file with empty content), or ask an owner to raise agent.workspace_quota_mb",
-			ErrQuota, mib(used), mib(s.cfg.Quota), mib(delta))
+			ErrQuota, mib(used), mib(quota), mib(delta))
 	}
 	return nil
 }
@@ -342,7 +385,7 @@ func mib(n int64) string {
 // as uploads/<name> in scope's folder, within the quota, and returns the
 // path the user's tools know it by.
 func (s *Spaces) SaveUpload(scope, name string, data []byte) (string, error) {
-	if name == "" || strings.ContainsAny(name, `/\`) || name == "." || name == ".." || tools.CheckName(name) != nil {
+	if name == "" || len(name) > 255 || strings.ContainsAny(name, `/\`) || name == "." || name == ".." || tools.CheckName(name) != nil {
 		return "", fmt.Errorf("workspace: bad upload name %q", name)
 	}
 	dir, err := s.UserDir(scope)
@@ -352,7 +395,7 @@ func (s *Spaces) SaveUpload(scope, name string, data []byte) (string, error) {
 	l := s.lock(dir)
 	l.Lock()
 	defer l.Unlock()
-	if err := s.checkQuota(dir, int64(len(data))); err != nil {
+	if err := s.checkQuota(dir, int64(len(data))+entryCost); err != nil {
 		return "", err
 	}
 	root, err := os.OpenRoot(dir)
@@ -499,10 +542,12 @@ func (s *Spaces) handler(name string, write bool) func(context.Context, tools.Ca
 
 // growth estimates how many bytes a write adds to the folder.
 func growth(w *tools.Workspace, name, rel string, args map[string]json.RawMessage) int64 {
-	var old int64
+	old := -int64(entryCost) // a new file: its entry, and its new folders
 	if f, fi, err := w.Open(rel); err == nil {
 		old = fi.Size()
 		f.Close()
+	} else {
+		old -= int64(strings.Count(rel, "/")) * entryCost
 	}
 	switch name {
 	case "write_file":

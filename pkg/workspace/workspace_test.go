@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -48,7 +49,7 @@ func newRig(t *testing.T, quota int64) *rig {
 	lb := &logBuf{}
 	s, err := Open(Config{
 		Dir:     dir,
-		Quota:   quota,
+		Quota:   func() int64 { return quota },
 		IsOwner: func(c tools.Call) bool { return c.Channel == "admin" || c.Channel+":"+c.User == "wecom:boss" },
 		Logger:  slog.New(slog.NewTextHandler(lb, nil)),
 	})
@@ -202,7 +203,7 @@ func TestPrivateFoldersAreIsolated(t *testing.T) {
 
 func TestControlCharactersRefused(t *testing.T) {
 	r := newRig(t, 0)
-	for _, p := range []string{"a\nb.txt", "report\u202etxt.exe", "bell\a.txt", "esc\x1b[31m.txt", "c1\u0085.txt", "zw\u200b.txt"} {
+	for _, p := range []string{"a\nb.txt", "report\u202etxt.exe", "bell\a.txt", "esc\x1b[31m.txt", "c1\u0085.txt", "zw\u200b.txt", "a\u2028SOUL.md", "p\u2029.txt", "\u3164.txt", "cgj\u034f.txt"} {
 		if _, err := r.run(p2p("alice"), "write_file", map[string]any{"path": p, "content": "x"}); err == nil || !strings.Contains(err.Error(), "control") {
 			t.Errorf("write_file %q: %v", p, err)
 		}
@@ -216,13 +217,15 @@ func TestControlCharactersRefused(t *testing.T) {
 	}
 }
 
+// Files count their size plus entryCost each (folders entryCost): empty
+// files and folders cost disk and inodes too.
 func TestQuota(t *testing.T) {
-	r := newRig(t, 1000)
+	r := newRig(t, 20000)
 	alice := p2p("alice")
-	if _, err := r.run(alice, "write_file", map[string]any{"path": "a.txt", "content": strings.Repeat("a", 600)}); err != nil {
-		t.Fatal(err)
+	if _, err := r.run(alice, "write_file", map[string]any{"path": "a.txt", "content": strings.Repeat("a", 6000)}); err != nil {
+		t.Fatal(err) // 6000 + 4096
 	}
-	_, err := r.run(alice, "write_file", map[string]any{"path": "b.txt", "content": strings.Repeat("b", 600)})
+	_, err := r.run(alice, "write_file", map[string]any{"path": "b.txt", "content": strings.Repeat("b", 6000)})
 	if !errors.Is(err, ErrQuota) || !strings.Contains(err.Error(), "agent.workspace_quota_mb") {
 		t.Fatalf("over quota: %v", err)
 	}
@@ -230,20 +233,32 @@ func TestQuota(t *testing.T) {
 		t.Fatal("b.txt written over quota")
 	}
 	// Overwriting with something of the same size fits; shrinking frees room.
-	if _, err := r.run(alice, "write_file", map[string]any{"path": "a.txt", "content": strings.Repeat("A", 600)}); err != nil {
+	if _, err := r.run(alice, "write_file", map[string]any{"path": "a.txt", "content": strings.Repeat("A", 6000)}); err != nil {
 		t.Fatalf("same-size overwrite: %v", err)
 	}
-	if _, err := r.run(alice, "edit_file", map[string]any{"path": "a.txt", "old_text": strings.Repeat("A", 600), "new_text": strings.Repeat("A", 1500)}); !errors.Is(err, ErrQuota) {
+	if _, err := r.run(alice, "edit_file", map[string]any{"path": "a.txt", "old_text": strings.Repeat("A", 6000), "new_text": strings.Repeat("A", 16000)}); !errors.Is(err, ErrQuota) {
 		t.Fatalf("growing edit: %v", err)
 	}
 	if _, err := r.run(alice, "write_file", map[string]any{"path": "a.txt", "content": ""}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.run(alice, "write_file", map[string]any{"path": "b.txt", "content": strings.Repeat("b", 600)}); err != nil {
+	if _, err := r.run(alice, "write_file", map[string]any{"path": "b.txt", "content": strings.Repeat("b", 6000)}); err != nil {
 		t.Fatalf("after freeing: %v", err)
 	}
+	// Empty files and folders are not free.
+	for i := 0; i < 5; i++ {
+		if _, err := r.run(alice, "write_file", map[string]any{"path": fmt.Sprintf("d%d/e%d/empty", i, i), "content": ""}); err != nil {
+			if !errors.Is(err, ErrQuota) {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	if n, _ := r.s.Usage("wecom:alice"); n > 20000 {
+		t.Fatalf("usage %d over the quota with empty files", n)
+	}
 	// Uploads count, and another user's quota is their own.
-	if _, err := r.s.SaveUpload("wecom:alice", "photo.jpg", make([]byte, 500)); !errors.Is(err, ErrQuota) {
+	if _, err := r.s.SaveUpload("wecom:alice", "photo.jpg", make([]byte, 5000)); !errors.Is(err, ErrQuota) {
 		t.Fatalf("upload over quota: %v", err)
 	}
 	rel, err := r.s.SaveUpload("wecom:bob", "photo.jpg", make([]byte, 500))
@@ -253,24 +268,57 @@ func TestQuota(t *testing.T) {
 	if out, err := r.run(p2p("bob"), "list_files", map[string]any{"path": "uploads"}); err != nil || !strings.Contains(out, "photo.jpg") {
 		t.Fatalf("bob lists his upload: %q %v", out, err)
 	}
-	if n, _ := r.s.Usage("wecom:bob"); n != 500 {
+	if n, _ := r.s.Usage("wecom:bob"); n != 500+2*entryCost {
 		t.Fatalf("bob's usage %d", n)
+	}
+}
+
+// A path deeper than PATH_MAX cannot hide files from the quota: such paths
+// are refused, and the measure walks relative to the folder.
+func TestQuotaDeepPaths(t *testing.T) {
+	r := newRig(t, 1<<20)
+	deep := strings.Repeat(strings.Repeat("d", 200)+"/", 21) + "f"
+	if _, err := r.run(p2p("alice"), "write_file", map[string]any{"path": deep, "content": "x"}); err == nil || !strings.Contains(err.Error(), "too long") {
+		t.Fatalf("deep path: %v", err)
+	}
+	if _, err := r.run(p2p("alice"), "write_file", map[string]any{"path": strings.Repeat("a/", 40) + "f", "content": "x"}); err == nil || !strings.Contains(err.Error(), "levels") {
+		t.Fatalf("deep folders: %v", err)
+	}
+	// A tree made deeper than PATH_MAX some other way is still measured.
+	dir, _ := r.s.UserDir("wecom:alice")
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	p := strings.TrimSuffix(strings.Repeat(strings.Repeat("d", 200)+"/", 22), "/")
+	if err := root.MkdirAll(p, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := root.WriteFile(p+"/big", make([]byte, 900<<10), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := r.s.Usage("wecom:alice"); err != nil || n < 900<<10 {
+		t.Fatalf("usage of a tree deeper than PATH_MAX: %d, %v", n, err)
+	}
+	if _, err := r.run(p2p("alice"), "write_file", map[string]any{"path": "more.txt", "content": strings.Repeat("m", 200<<10)}); !errors.Is(err, ErrQuota) {
+		t.Fatalf("write past the quota beside a deep tree: %v", err)
 	}
 }
 
 // Concurrent writes cannot together pass the quota.
 func TestQuotaConcurrent(t *testing.T) {
-	r := newRig(t, 1000)
+	r := newRig(t, 20000)
 	var wg sync.WaitGroup
 	for i := 0; i < 8; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.run(p2p("alice"), "write_file", map[string]any{"path": "f" + string(rune('a'+i)), "content": strings.Repeat("x", 300)})
+			r.run(p2p("alice"), "write_file", map[string]any{"path": "f" + string(rune('a'+i)), "content": strings.Repeat("x", 3000)})
 		}()
 	}
 	wg.Wait()
-	if n, _ := r.s.Usage("wecom:alice"); n > 1000 {
+	if n, _ := r.s.Usage("wecom:alice"); n > 20000 || n < 2*7096 {
 		t.Fatalf("usage %d over the quota", n)
 	}
 }

@@ -49,7 +49,7 @@ func mediaMsg(from, id, kind, mediaID string) *wx.Message {
 func mediaRig(t *testing.T, vision bool, asr func() Recognizer) (*rig, string) {
 	t.Helper()
 	ws := t.TempDir()
-	spaces, err := workspace.Open(workspace.Config{Dir: ws, Quota: 1 << 20})
+	spaces, err := workspace.Open(workspace.Config{Dir: ws, Quota: func() int64 { return 1 << 20 }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -473,7 +473,7 @@ func (c countingRecognizer) Transcribe(ctx context.Context, s []float32) (asr.Re
 // A picture that would take the sender's folder over its quota is not
 // kept, and the sender is told why.
 func TestInboundMediaOverQuota(t *testing.T) {
-	spaces, err := workspace.Open(workspace.Config{Dir: t.TempDir(), Quota: 16})
+	spaces, err := workspace.Open(workspace.Config{Dir: t.TempDir(), Quota: func() int64 { return 16 }})
 	if err != nil {
 		t.Fatal(err)
 	}
