@@ -42,6 +42,8 @@ echo "bench: voice" >&2
 echo "bench: daemon start-up and RSS" >&2
 "$go" run ./scripts/measure -bin bin/agent -models testdata/models > "$tmp/measure.txt"
 "$go" run -tags "$tags" ./scripts/measure-voice -bin bin/agent -models testdata/models > "$tmp/measure-voice.txt"
+echo "bench: slow-body flood and idle voice sockets" >&2
+"$go" run ./scripts/measure-flood -bin bin/agent -models testdata/models > "$tmp/flood.txt"
 
 ref=""
 if [ -d scripts/ref/node_modules/onnxruntime-node ] && [ -f scripts/ref/bench.mjs ]; then
@@ -189,6 +191,17 @@ cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)
   echo; echo "Silero VAD v5 (the real model, ONNX Runtime, 1 thread): Prob = one 32 ms window; Detector3s = end-of-utterance detection over 3 s of espeak-ng speech and silence."
   echo; echo "| benchmark | time/op | metrics |"; echo "|---|---|---|"; bench_rows "$tmp/vad.txt"
   echo; echo "RSS with 4 concurrent voice connections (target <= 500 MB; scripts/measure-voice: the daemon with its local models (Silero VAD included), 4 WebSocket clients each streaming 3 s espeak-ng utterances and waiting for the transcripts; speech workers as configured by default: one per asr.threads of CPU):"; echo; cat "$tmp/measure-voice.txt"
+  echo
+  echo "## Slow-body flood and idle voice sockets (targets: WeCom ack p99 <= 20 ms at 200 callbacks/s while 2,000 slow-body connections are held open, /healthz and the admin socket answering; voice clients admitted while 100 idle sockets are held)"
+  echo
+  echo "scripts/measure-flood: the daemon binary with its local models and WeCom enabled against the in-process fake API;"
+  echo "real signed, encrypted callbacks at a steady 200/s, each on a new connection from 127.0.0.1, 15 s per scenario."
+  echo "Default limits: server.max_conns 1024 (16 kept for /healthz and /livez), max_conns_per_client 64 (loopback exempt),"
+  echo "read timeout 10 s; voice: 8 connections without a hello per address, 64 in all, hello within 5 s. The flood: POSTs"
+  echo "to /wecom/callback whose body trickles one byte every 10 s, 2,000 wanted; a connection the daemon closes is reopened,"
+  echo "at most 500 (re)connections a second. The flood and the callbacks run on the same cores as the daemon."
+  echo
+  cat "$tmp/flood.txt"
   echo
   echo "## Agent loop overhead (40-message session, one tool step + answer, in-process fake LLM, real SQLite; target: <= 2 ms p99 per step)"
   echo
