@@ -223,3 +223,27 @@ func TestDeviceStillNeedsTokenWithSessions(t *testing.T) {
 	}
 	dial(t, hs).ready(map[string]any{"token": "secret"})
 }
+
+// A name with the channel's prefix ("voice:boss") would be checked as one
+// principal (voice:voice:boss) and keyed as another (voice:boss: boss's
+// folder, memory and session). Such names, and control characters, are
+// refused at the hello.
+func TestPrefixedNamesRefused(t *testing.T) {
+	conv := &fakeConv{}
+	_, hs := newServer(t, fakeConfig(nil, conv))
+	for _, fields := range []map[string]any{
+		{"user": "voice:boss"},
+		{"user": nil, "device": "voice:boss"},
+		{"device": "a:b"},
+		{"user": "wecom:alice"},
+		{"user": "bo\nss"},
+	} {
+		c := dial(t, hs)
+		if f := c.hello(fields); f.Type != "error" || f.Code != CodeBadHello || !f.Fatal {
+			t.Errorf("hello %v: %+v; want a fatal bad_hello", fields, f)
+		}
+	}
+	if n := conv.numTurns(); n != 0 {
+		t.Errorf("%d turns ran", n)
+	}
+}

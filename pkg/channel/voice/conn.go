@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/gorilla/websocket"
@@ -215,6 +216,14 @@ func (c *conn) hello() bool {
 	}
 	if len(m.Device) > maxName || !utf8.ValidString(m.Device) {
 		return c.reject(CodeBadHello, fmt.Sprintf("the device name must be at most %d bytes of UTF-8", maxName), websocket.CloseProtocolError)
+	}
+	// A name is one id: "voice:boss" as a user name would be checked as
+	// "voice:voice:boss" but keyed (and given a folder and memory) as
+	// voice:boss. No ':' and no control characters, then.
+	for _, name := range []string{m.User, m.Device} {
+		if strings.ContainsRune(name, ':') || strings.IndexFunc(name, unicode.IsControl) >= 0 {
+			return c.reject(CodeBadHello, fmt.Sprintf("name %q: user and device names may not contain ':' or control characters", clip(name)), websocket.CloseProtocolError)
+		}
 	}
 	// A device speaks as its user or device name and is put to the DM
 	// policy; the console session is the operator, whatever the hello
