@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -123,6 +124,11 @@ func (d *Daemon) run(ctx context.Context) error {
 	cfg := d.cfg
 	stateDir := cfg.Agent.StateDir
 
+	if was, changed, err := statedir.Tighten(stateDir); changed {
+		d.logger.Info("state dir was open to other users; tightened", "dir", stateDir, "was", was, "now", "0750")
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		d.logger.Warn("state dir permissions", "dir", stateDir, "err", err, "fix", "chmod 750 "+stateDir)
+	}
 	if err := statedir.Prepare(stateDir); err != nil {
 		return fmt.Errorf("%w: %w", ErrStartup, err)
 	}
