@@ -195,7 +195,9 @@ cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)
   echo "## Slow-body flood and idle voice sockets (targets: WeCom ack p99 <= 20 ms at 200 callbacks/s while 2,000 slow-body connections are held open, /healthz and the admin socket answering; voice clients admitted while 100 idle sockets are held)"
   echo
   echo "scripts/measure-flood: the daemon binary with its local models and WeCom enabled against the in-process fake API;"
-  echo "real signed, encrypted callbacks at a steady 200/s, each on a new connection from 127.0.0.1, 15 s per scenario."
+  echo "real signed, encrypted callbacks at a steady 200/s, each on a new connection from 127.0.0.1, 15 s per scenario,"
+  echo "each verified, decrypted, stored and acknowledged (dm_policy allowlist with no WeCom user listed, so no turn runs:"
+  echo "the ack path, as in the CallbackAck benchmark above)."
   echo "Default limits: server.max_conns 1024 (16 kept for /healthz and /livez), max_conns_per_client 64 (loopback exempt),"
   echo "read timeout 10 s; voice: 8 connections without a hello per address, 64 in all, hello within 5 s. The flood: POSTs"
   echo "to /wecom/callback whose body trickles one byte every 10 s, 2,000 wanted; a connection the daemon closes is reopened,"

@@ -68,6 +68,7 @@ type options struct {
 	trickle                 time.Duration
 	connectRate             int
 	voiceIdle, voiceClients int
+	policy                  string
 }
 
 func main() {
@@ -81,6 +82,7 @@ func main() {
 	flag.IntVar(&o.connectRate, "connect-rate", 500, "the flood's (re)connections per second at most")
 	flag.IntVar(&o.voiceIdle, "voice-idle", 100, "voice sockets held open without a hello")
 	flag.IntVar(&o.voiceClients, "voice-clients", 20, "voice devices that connect meanwhile")
+	flag.StringVar(&o.policy, "policy", "allowlist", "security.dm_policy: allowlist (only the voice devices listed: each WeCom callback is verified, decrypted, stored and acknowledged, then refused, so the ack path is what is measured) or open (every message also runs a turn)")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "measure-flood:", err)
@@ -122,7 +124,8 @@ provider = "custom"
 model = "fake"
 base_url = %q
 [security]
-dm_policy = "open"
+dm_policy = %q
+allow_from = [%s]
 [voice]
 enabled = true
 token = %q
@@ -134,7 +137,7 @@ agent_id = %d
 token = %q
 encoding_aes_key = %q
 api_base = %q
-`, embed, asrModel, llm.URL+"/v1", voiceToken, corpID, agentID, wxToken, aesKey, api.URL)
+`, embed, asrModel, llm.URL+"/v1", o.policy, devices(o.voiceClients), voiceToken, corpID, agentID, wxToken, aesKey, api.URL)
 	if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(cfg), 0o600); err != nil {
 		return err
 	}
@@ -214,7 +217,7 @@ api_base = %q
 	}
 	finalRSS, _ := rss(d.pid)
 
-	fmt.Printf("Daemon RSS idle before the floods: %.0f MB; after them: %.0f MB (local models: %v).\n\n", float64(idleRSS)/1e6, float64(finalRSS)/1e6, o.models != "")
+	fmt.Printf("Daemon RSS idle before the floods: %.0f MB; after them: %.0f MB (local models: %v). security.dm_policy %q.\n\n", float64(idleRSS)/1e6, float64(finalRSS)/1e6, o.models != "", o.policy)
 	fmt.Println("| scenario | flood | callbacks acknowledged | ack p50 | ack p99 | ack max | /healthz answered (max) | admin socket answered (max) | daemon RSS peak | daemon CPU (of one core) | HTTP connections open at the end / max_conns | connections evicted |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
@@ -690,6 +693,15 @@ func voiceScenario(d *daemon, name string, idle, devs []string, reconnect time.D
 }
 
 // ---- helpers ----
+
+// devices lists the voice devices' principals for security.allow_from.
+func devices(n int) string {
+	var out []string
+	for i := range n {
+		out = append(out, strconv.Quote(fmt.Sprintf("voice:panel-%d", i)))
+	}
+	return strings.Join(out, ", ")
+}
 
 func echoLLM() *httptest.Server {
 	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
