@@ -2,6 +2,7 @@ package voice
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/gorilla/websocket"
 )
@@ -121,4 +122,42 @@ func (s *Server) leave(c *conn) {
 	delete(s.conns, c)
 	s.mu.Unlock()
 	s.wg.Done()
+}
+
+// evictReason is the close reason of a connection evicted before its hello.
+const evictReason = "too many connections without a hello"
+
+// evict ends c, a connection waiting for its hello, to make room for a
+// newer one: the client sees 1013 (try again later). The cancel comes
+// first, so a connection still upgrading sees it in upgraded.
+func (c *conn) evict() {
+	c.cancel()
+	c.wsMu.Lock()
+	ws := c.ws
+	c.wsMu.Unlock()
+	if ws != nil {
+		ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseTryAgainLater, evictReason), time.Now().Add(time.Second))
+		ws.NetConn().Close()
+	}
+}
+
+// upgraded records c's WebSocket; false (and the connection closed) when
+// c was evicted (1013) or the server began stopping (1001) while it was
+// upgrading.
+func (c *conn) upgraded(ws *websocket.Conn) bool {
+	c.wsMu.Lock()
+	c.ws = ws
+	c.wsMu.Unlock()
+	if c.ctx.Err() == nil {
+		return true
+	}
+	code, reason := websocket.CloseTryAgainLater, evictReason
+	c.s.mu.Lock()
+	if c.s.closed {
+		code, reason = websocket.CloseGoingAway, "agent stopping"
+	}
+	c.s.mu.Unlock()
+	ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(time.Second))
+	ws.Close()
+	return false
 }

@@ -73,8 +73,11 @@ func TestIdleSocketsDoNotLockOutDevices(t *testing.T) {
 			t.Fatalf("reply %q", final)
 		}
 	}
-	if st := s.Stats(); st.Pending != 7 || st.Connections != 9 {
-		t.Errorf("stats %+v; want 7 pending and 9 connections (2 devices)", st)
+	s.mu.Lock()
+	devices := len(s.authed)
+	s.mu.Unlock()
+	if st := s.Stats(); st.Pending != 7 || devices != 2 { // (evicted sockets may still be closing: Connections is not exact)
+		t.Errorf("stats %+v, %d devices; want 7 pending and 2 devices", st, devices)
 	}
 }
 

@@ -284,7 +284,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c := newConn(s)
 	victims, refused := s.enter(c, connlimit.Client(r.RemoteAddr))
 	for _, v := range victims {
-		go v.closeWith(websocket.CloseTryAgainLater, "too many connections without a hello")
+		go v.evict()
 	}
 	if refused != "" {
 		c.cancel()
@@ -297,6 +297,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ws, err := s.upgrader.Upgrade(w, r, nil) // answers the client itself on failure
 	if err != nil {
 		s.logger.Debug("upgrade failed", "remote", r.RemoteAddr, "err", err)
+		return
+	}
+	if !c.upgraded(ws) { // evicted while upgrading (prehello.go)
 		return
 	}
 	c.consoleID = s.consoleSession(r)
