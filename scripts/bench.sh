@@ -44,6 +44,7 @@ echo "bench: daemon start-up and RSS" >&2
 "$go" run -tags "$tags" ./scripts/measure-voice -bin bin/agent -models testdata/models > "$tmp/measure-voice.txt"
 echo "bench: slow-body flood and idle voice sockets" >&2
 "$go" run ./scripts/measure-flood -bin bin/agent -models testdata/models > "$tmp/flood.txt"
+"$go" run ./scripts/measure-flood -bin bin/agent -models testdata/models -max-conns 4096 -voice-clients 0 > "$tmp/flood4096.txt"
 
 ref=""
 if [ -d scripts/ref/node_modules/onnxruntime-node ] && [ -f scripts/ref/bench.mjs ]; then
@@ -204,6 +205,11 @@ cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)
   echo "at most 500 (re)connections a second. The flood and the callbacks run on the same cores as the daemon."
   echo
   cat "$tmp/flood.txt"
+  echo
+  echo "The same with server.max_conns = 4096, so that the daemon holds all 2,000 slow bodies (the 10 s read timeout cuts"
+  echo "each, and the flood reopens it):"
+  echo
+  cat "$tmp/flood4096.txt"
   echo
   echo "## Agent loop overhead (40-message session, one tool step + answer, in-process fake LLM, real SQLite; target: <= 2 ms p99 per step)"
   echo

@@ -69,6 +69,7 @@ type options struct {
 	connectRate             int
 	voiceIdle, voiceClients int
 	policy                  string
+	maxConns                int
 }
 
 func main() {
@@ -81,7 +82,8 @@ func main() {
 	flag.DurationVar(&o.trickle, "trickle", 10*time.Second, "a slow body sends one byte this often")
 	flag.IntVar(&o.connectRate, "connect-rate", 500, "the flood's (re)connections per second at most")
 	flag.IntVar(&o.voiceIdle, "voice-idle", 100, "voice sockets held open without a hello")
-	flag.IntVar(&o.voiceClients, "voice-clients", 20, "voice devices that connect meanwhile")
+	flag.IntVar(&o.voiceClients, "voice-clients", 20, "voice devices that connect meanwhile (0: no voice scenarios)")
+	flag.IntVar(&o.maxConns, "max-conns", 0, "server.max_conns (0: the default, 1024)")
 	flag.StringVar(&o.policy, "policy", "allowlist", "security.dm_policy: allowlist (only the voice devices listed: each WeCom callback is verified, decrypted, stored and acknowledged, then refused, so the ack path is what is measured) or open (every message also runs a turn)")
 	flag.Parse()
 	if err := run(o); err != nil {
@@ -113,6 +115,7 @@ workspace = "workspace"
 [server]
 listen = "127.0.0.1:0"
 admin_socket = "var/agent.sock"
+%s
 [embedding]
 model_dir = %q
 threads = 2
@@ -137,7 +140,7 @@ agent_id = %d
 token = %q
 encoding_aes_key = %q
 api_base = %q
-`, embed, asrModel, llm.URL+"/v1", o.policy, devices(o.voiceClients), voiceToken, corpID, agentID, wxToken, aesKey, api.URL)
+`, maxConnsLine(o.maxConns), embed, asrModel, llm.URL+"/v1", o.policy, devices(o.voiceClients), voiceToken, corpID, agentID, wxToken, aesKey, api.URL)
 	if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(cfg), 0o600); err != nil {
 		return err
 	}
@@ -197,7 +200,6 @@ api_base = %q
 	fmt.Fprintln(os.Stderr, "measure-flood: flood through a tunnel")
 	scenario("slow-body flood from 127.0.0.1 (as through a tunnel)", newFlood(d.addr, []string{"127.0.0.1"}, "127.0.0.1", o))
 
-	fmt.Fprintln(os.Stderr, "measure-flood: voice")
 	var voiceRows []string
 	for _, v := range []struct {
 		name      string
@@ -209,6 +211,10 @@ api_base = %q
 		{"127.0.0.1, the devices' own address (a tunnel), reopened after 100 ms", []string{"127.0.0.1"}, []string{"127.0.0.1"}, 100 * time.Millisecond},
 		{"127.0.0.1, reopened at once (a connection storm through the tunnel)", []string{"127.0.0.1"}, []string{"127.0.0.1"}, 0},
 	} {
+		if o.voiceClients <= 0 {
+			break
+		}
+		fmt.Fprintln(os.Stderr, "measure-flood: voice:", v.name)
 		row, err := voiceScenario(d, v.name, v.idle, v.devs, v.reconnect, o)
 		if err != nil {
 			return err
@@ -222,6 +228,9 @@ api_base = %q
 	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
 		fmt.Println(r)
+	}
+	if len(voiceRows) == 0 {
+		return nil
 	}
 	fmt.Println()
 	fmt.Printf("Voice: %d sockets that upgrade and never say hello are held open (each reopened when the daemon closes it), then %d devices connect and say hello, four at a time.\n\n", o.voiceIdle, o.voiceClients)
@@ -693,6 +702,13 @@ func voiceScenario(d *daemon, name string, idle, devs []string, reconnect time.D
 }
 
 // ---- helpers ----
+
+func maxConnsLine(n int) string {
+	if n <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("max_conns = %d", n)
+}
 
 // devices lists the voice devices' principals for security.allow_from.
 func devices(n int) string {
