@@ -6,8 +6,9 @@
 // connection that waits on its client — an idle keep-alive first;
 // otherwise, when the client is at its own cap, that client's stalest (the
 // one whose request, or before a first request whose connection, started
-// earliest); when the whole listener is full, the stalest of the client
-// with the most such connections. A connection whose request has arrived
+// earliest); when the whole listener is full, the stalest among the
+// clients holding at least half as many such connections as the one
+// holding the most. A connection whose request has arrived
 // whole (its body read to the end: the server is working on it) and a
 // hijacked one (a WebSocket) are never closed here. So slow headers and
 // trickled bodies compete with each other, a flood from many addresses
@@ -419,9 +420,9 @@ func (c *Conn) closeConn() error {
 }
 
 // Client is the key a remote address is counted under: the IP of an IPv4
-// peer or of ::1, the /64 prefix of another IPv6 one (one subscriber's network), the
-// address itself when it is not host:port (all unix-socket peers share
-// one).
+// peer or of ::1, the /64 prefix of another IPv6 one (one subscriber's
+// network), the address itself when it is not host:port (all unix-socket
+// peers share one).
 func Client(remote string) string {
 	host, _, err := net.SplitHostPort(remote)
 	if err != nil {
