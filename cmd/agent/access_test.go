@@ -8,13 +8,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,36 +29,6 @@ import (
 	wx "agent/pkg/wecom"
 	"agent/pkg/wecom/wecomtest"
 )
-
-// countingLLM answers "re: TEXT" and counts the requests: a refused client
-// must not reach the model at all.
-func countingLLM(t *testing.T) (*httptest.Server, *atomic.Int64) {
-	t.Helper()
-	var n atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n.Add(1)
-		var req struct {
-			Messages []struct {
-				Role    string `json:"role"`
-				Content any    `json:"content"`
-			} `json:"messages"`
-		}
-		json.NewDecoder(r.Body).Decode(&req)
-		last := ""
-		for _, m := range req.Messages {
-			if s, ok := m.Content.(string); ok && m.Role == "user" {
-				last = s
-			}
-		}
-		b, _ := json.Marshal(map[string]any{"id": "c", "object": "chat.completion",
-			"choices": []any{map[string]any{"index": 0, "finish_reason": "stop", "message": map[string]any{"role": "assistant", "content": "re: " + last}}},
-			"usage":   map[string]any{"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
-		w.Header().Set("Content-Type", "application/json")
-		w.Write(b)
-	}))
-	t.Cleanup(srv.Close)
-	return srv, &n
-}
 
 // accessDaemon starts the daemon as the issue's attacker found it: loopback
 // listener, voice on, no voice.token, WeCom on, dm_policy "open" (the most

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -31,7 +32,17 @@ const (
 // echoLLM answers every conversation with "re: " and the last user text.
 func echoLLM(t *testing.T) *httptest.Server {
 	t.Helper()
+	srv, _ := countingLLM(t)
+	return srv
+}
+
+// countingLLM is echoLLM that also counts the requests (a refused client
+// must not reach the model at all).
+func countingLLM(t *testing.T) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	var n atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
 		var req struct {
 			Messages []struct {
 				Role    string `json:"role"`
@@ -52,7 +63,7 @@ func echoLLM(t *testing.T) *httptest.Server {
 		w.Write(b)
 	}))
 	t.Cleanup(srv.Close)
-	return srv
+	return srv, &n
 }
 
 func wecomConfig(llmURL, apiURL, policy string) string {
