@@ -34,6 +34,7 @@ import (
 	"strings"
 	"sync"
 
+	"agent/pkg/clip"
 	"agent/pkg/session"
 	"agent/pkg/tools"
 )
@@ -188,13 +189,6 @@ const (
 	MaxDepth = 32
 )
 
-func clipPath(p string) string {
-	if len(p) > 80 {
-		return p[:77] + "..."
-	}
-	return p
-}
-
 // area is where a path of a call lands.
 type area int
 
@@ -240,7 +234,7 @@ func (s *Spaces) route(p string) (area, string, error) {
 		return 0, "", fmt.Errorf("path %q is outside the workspace; \"..\" may not leave it", orig)
 	}
 	if len(p) > MaxPath || strings.Count(p, "/") >= MaxDepth {
-		return 0, "", fmt.Errorf("path %q is too long: at most %d bytes and %d levels of folders", clipPath(orig), MaxPath, MaxDepth)
+		return 0, "", fmt.Errorf("path %q is too long: at most %d bytes and %d levels of folders", clip.String(orig, 80), MaxPath, MaxDepth)
 	}
 	first, rest, _ := strings.Cut(p, "/")
 	switch {
@@ -498,8 +492,12 @@ func (s *Spaces) handler(name string, write bool) func(context.Context, tools.Ca
 		}
 		owner := s.cfg.IsOwner(call)
 		if write && a != areaPrivate && !owner {
-			return "", fmt.Errorf("%s %s: %w: %s is the office's common area; only the assistant's owners (agent.owners) may change it. Write in your own folder instead (a path without %q)",
-				name, p, ErrReadOnly, a, strings.SplitN(path.Clean(filepath.ToSlash(strings.TrimSpace(p))), "/", 2)[0]+"/")
+			instead := "a path that does not start with " + a.String()
+			if a == areaPrompt {
+				instead = "another file name; " + rel + " is the assistant's own instructions"
+			}
+			return "", fmt.Errorf("%s %s: %w: %s is the office's common area; only the assistant's owners (agent.owners) may change it. Write in your own folder instead (%s)",
+				name, p, ErrReadOnly, a, instead)
 		}
 		w, dir, err := s.open(call, a)
 		if err != nil {
