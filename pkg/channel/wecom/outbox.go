@@ -385,6 +385,10 @@ func (o *Outbox) recover(ctx context.Context) error {
 	return nil
 }
 
+// retrySpan bounds how long a row's attempts can go on (DefaultMaxAttempts
+// pauses of at most retryCap, with margin).
+const retrySpan = 2 * time.Hour
+
 // claim marks h as being sent. Before its first attempt the row is
 // stamped and its duplicate-check interval fixed: the configured window,
 // or none when the recipient already had an identical message attempted
@@ -399,11 +403,18 @@ func (o *Outbox) claim(ctx context.Context, h *outRow) error {
 			WHEN first_try_at IS NOT NULL THEN dup_window
 			WHEN ? = 0 OR EXISTS (SELECT 1 FROM wecom_outbox p WHERE p.to_user = wecom_outbox.to_user
 				AND p.msg_type = wecom_outbox.msg_type AND p.content = wecom_outbox.content
-				AND p.id <> wecom_outbox.id AND p.first_try_at >= ?) THEN 0
+				AND p.id <> wecom_outbox.id AND p.first_try_at IS NOT NULL
+				-- WeCom's window runs from when it accepted p, which can be
+				-- long after p's first attempt (retries, a stop): p counts
+				-- when it was accepted within the window, may still be
+				-- (pending, in flight), or failed after retries that can
+				-- have reached into it.
+				AND (p.first_try_at >= ? OR p.sent_at >= ? OR p.state IN (0, 3)
+					OR (p.state = 2 AND p.first_try_at >= ?))) THEN 0
 			ELSE ? END,
 		first_try_at = coalesce(first_try_at, ?)
 		WHERE id = ? AND state = 0
-		RETURNING first_try_at, dup_window`, window, cut, window, now.UnixMilli(), h.id).Scan(&h.firstTry, &h.window)
+		RETURNING first_try_at, dup_window`, window, cut, cut, cut-retrySpan.Milliseconds(), window, now.UnixMilli(), h.id).Scan(&h.firstTry, &h.window)
 	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("row %d is no longer pending", h.id)
 	}

@@ -214,6 +214,27 @@ func TestIdenticalRepliesBothDelivered(t *testing.T) {
 	}
 }
 
+// WeCom's window runs from when it accepted a message, which can be long
+// after its first attempt (retries, a stop in between): an identical
+// reply within the window of the acceptance goes without the check, so
+// it is not dropped.
+func TestIdenticalAfterLateAcceptanceDelivered(t *testing.T) {
+	e := newOutboxEnv(t, "secret")
+	e.open(nil, OutboxConfig{})
+	e.enqueue("alice", "OK")
+	eventually(t, e.clock, 10*time.Millisecond, "the first OK", e.drained)
+	// As if its first attempt had been 3 h before WeCom took it.
+	if _, err := e.db.Exec(`UPDATE wecom_outbox SET first_try_at = first_try_at - ?`, (3 * time.Hour).Milliseconds()); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(time.Hour + time.Minute)
+	e.enqueue("alice", "OK")
+	eventually(t, e.clock, 10*time.Millisecond, "the second OK", e.drained)
+	if n := e.api.Delivered("alice", "OK"); n != 2 || len(e.api.Dropped()) != 0 {
+		t.Fatalf("delivered %d, dropped %+v; want 2 and none", n, e.api.Dropped())
+	}
+}
+
 // The kill -9 case: the send reached WeCom, the process died before
 // recording it. After the restart the row is sent again with the same
 // duplicate check, WeCom drops it, and the user sees the reply once; the
