@@ -139,7 +139,7 @@ func (p *parser) validateServer(c *Config) {
 				"invalid host %q (want a DNS name or an IP address, e.g. \"agent.example.com\" or \"192.168.1.20\")", h)
 		}
 	}
-	p.check("server.max_conns", c.Server.MaxConns >= 16 && c.Server.MaxConns <= 1<<16, "must be between 16 and 65536, not %d", c.Server.MaxConns)
+	p.check("server.max_conns", c.Server.MaxConns >= 16 && c.Server.MaxConns <= 8192, "must be between 16 and 8192, not %d (admitting a connection scans the open ones)", c.Server.MaxConns)
 	p.check("server.max_conns_per_client", c.Server.MaxConnsPerClient >= 1 && c.Server.MaxConnsPerClient <= c.Server.MaxConns,
 		"must be between 1 and server.max_conns (%d), not %d", c.Server.MaxConns, c.Server.MaxConnsPerClient)
 	s := c.Server.AdminSocket
