@@ -24,7 +24,9 @@
 package connlimit
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -70,11 +72,12 @@ type Stats struct {
 type phase uint8
 
 const (
-	phaseNew      phase = iota // accepted, no request read yet
-	phaseReading               // headers read, the body still arriving
-	phaseServing               // the request arrived whole: never evicted
-	phaseIdle                  // between requests (keep-alive)
-	phaseHijacked              // taken over by a protocol upgrade: never evicted
+	phaseNew        phase = iota // accepted, no request read yet
+	phaseReading                 // headers read, the body still arriving
+	phaseServing                 // the request arrived whole: never evicted
+	phaseResponding              // the response is being written: evicted last
+	phaseIdle                    // between requests (keep-alive)
+	phaseHijacked                // taken over by a protocol upgrade: never evicted
 )
 
 // Listener wraps a net.Listener; see the package comment. Pass its
@@ -228,9 +231,22 @@ func (l *Listener) heavy() func(*Conn) bool {
 // one being served or hijacked. nil when there is none.
 func (l *Listener) stalest(pred func(*Conn) bool) *Conn {
 	var best *Conn
+	// Idle first, then those whose request is still arriving, and only
+	// then one whose response is being written (a client that does not
+	// read its responses would otherwise pin the slot until the write
+	// timeout; a real response, a WeCom ack, is a few bytes written once).
+	rank := func(c *Conn) int {
+		switch c.phase {
+		case phaseIdle:
+			return 0
+		case phaseResponding:
+			return 2
+		}
+		return 1
+	}
 	better := func(a, b *Conn) bool { // a is staler than b
-		if (a.phase == phaseIdle) != (b.phase == phaseIdle) {
-			return a.phase == phaseIdle
+		if ra, rb := rank(a), rank(b); ra != rb {
+			return ra < rb
 		}
 		return a.seq < b.seq
 	}
@@ -338,7 +354,7 @@ func (l *Listener) Guard(next http.Handler, healthPaths ...string) http.Handler 
 			} else {
 				r.Body = &bodyEnd{ReadCloser: r.Body, end: func() { l.serving(c) }}
 			}
-			next.ServeHTTP(w, r)
+			next.ServeHTTP(&respWriter{ResponseWriter: w, start: func() { l.responding(c) }}, r)
 			return
 		}
 		w.Header().Set("Connection", "close") // give the slot back
@@ -359,6 +375,52 @@ func (l *Listener) serving(c *Conn) {
 	}
 	l.mu.Unlock()
 }
+
+// responding marks c's response as being written.
+func (l *Listener) responding(c *Conn) {
+	l.mu.Lock()
+	if c.phase == phaseNew || c.phase == phaseReading || c.phase == phaseServing {
+		c.phase = phaseResponding
+	}
+	l.mu.Unlock()
+}
+
+// respWriter calls start once, when the response begins. It passes
+// Flush, Hijack (protocol upgrades) and Unwrap through.
+type respWriter struct {
+	http.ResponseWriter
+	start func()
+	once  sync.Once
+}
+
+func (w *respWriter) WriteHeader(code int) {
+	if code >= 200 {
+		w.once.Do(w.start)
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *respWriter) Write(b []byte) (int, error) {
+	w.once.Do(w.start)
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *respWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *respWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	h, ok := w.ResponseWriter.(http.Hijacker)
+	if !ok {
+		return nil, nil, errors.New("connlimit: hijack not supported")
+	}
+	return h.Hijack()
+}
+
+// Unwrap lets http.ResponseController reach the server's writer.
+func (w *respWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // bodyEnd calls end once when the body has been read to its end.
 type bodyEnd struct {

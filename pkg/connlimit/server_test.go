@@ -96,3 +96,56 @@ func TestSlowBodyFloodDoesNotStarveOthers(t *testing.T) {
 	}
 	t.Logf("after the flood: %+v", st)
 }
+
+// Clients that never read their responses (pipelined GETs of a page into
+// a small receive window) cannot pin every slot until the write timeout:
+// a response being written is evicted, last, for a newcomer, and a
+// complete POST from another address is served.
+func TestUnreadResponsesDoNotPinSlots(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := Wrap(ln, Config{Max: 10, Reserve: 2, PerClient: 4})
+	page := strings.Repeat("x", 64<<10)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, page) })
+	mux.HandleFunc("POST /callback", func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.ReadAll(r.Body); err != nil {
+			return
+		}
+		io.WriteString(w, "ok")
+	})
+	srv := &http.Server{Handler: l.Guard(mux, "/healthz"), ConnState: l.ConnState, ConnContext: l.ConnContext}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	addr := ln.Addr().String()
+	for _, src := range []string{"127.0.0.2", "127.0.0.3"} {
+		for range 4 {
+			c := dialFrom(t, src, addr)
+			if tc, ok := c.(*net.TCPConn); ok {
+				tc.SetReadBuffer(1024)
+			}
+			var b strings.Builder
+			for range 200 {
+				b.WriteString("GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+			}
+			go io.WriteString(c, b.String()) // and never read
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for { // every ordinary slot is writing a response nobody reads
+		st := l.Stats()
+		if st.Accepted >= 8 && st.Open >= 8 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the non-reading clients were not all accepted: %+v", st)
+		}
+		time.Sleep(5 * time.Millisecond) // polling for a condition, bounded
+	}
+	time.Sleep(100 * time.Millisecond) // let their writes block (no assertion on time)
+	if got := postFrom(t, "127.0.0.9", addr, "/callback"); got != "HTTP/1.1 200 OK" {
+		t.Fatalf("POST from another address while responses go unread: %q (%+v)", got, l.Stats())
+	}
+}
