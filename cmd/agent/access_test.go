@@ -48,7 +48,7 @@ func accessDaemon(t *testing.T) (base, sock string, llmCalls *atomic.Int64, api 
 
 // voiceHello dials ws://host/voice (extra headers in h), says hello with
 // an empty token and returns the first frame.
-func voiceHello(t *testing.T, host string, h http.Header) (map[string]any, *websocket.Conn) {
+func voiceHello(t *testing.T, host string, h http.Header, consoleKey string) (map[string]any, *websocket.Conn) {
 	t.Helper()
 	ws, resp, err := websocket.DefaultDialer.Dial("ws://"+host+"/voice", h)
 	if err != nil {
@@ -59,7 +59,11 @@ func voiceHello(t *testing.T, host string, h http.Header) (map[string]any, *webs
 		t.Fatalf("dial %s: %v %s", host, err, status)
 	}
 	t.Cleanup(func() { ws.Close() })
-	ws.WriteJSON(map[string]any{"type": "hello", "token": "", "user": "operator", "device": "web-console", "profile": "voice"})
+	hello := map[string]any{"type": "hello", "token": "", "user": "operator", "device": "web-console", "profile": "voice"}
+	if consoleKey != "" {
+		hello["console_key"] = consoleKey
+	}
+	ws.WriteJSON(hello)
 	ws.SetReadDeadline(time.Now().Add(30 * time.Second)) // a hang guard
 	var m map[string]any
 	if err := ws.ReadJSON(&m); err != nil {
@@ -146,10 +150,10 @@ func TestTunnelGetsNoOperatorSession(t *testing.T) {
 	base, _, calls, _ := accessDaemon(t)
 	tunnel := forwarder(t, strings.TrimPrefix(base, "http://"))
 
-	m, ws := voiceHello(t, tunnel, nil)
+	m, ws := voiceHello(t, tunnel, nil, "")
 	refusedAndClosed(t, "through the tunnel", m, ws)
 	// Even with a loopback Host of the daemon's own port.
-	m, ws = voiceHello(t, tunnel, http.Header{"Host": {strings.TrimPrefix(base, "http://")}})
+	m, ws = voiceHello(t, tunnel, http.Header{"Host": {strings.TrimPrefix(base, "http://")}}, "")
 	refusedAndClosed(t, "through the tunnel, daemon's Host", m, ws)
 
 	// The public name the tunnel's users type: not listed, 421.
@@ -238,7 +242,7 @@ func TestDNSRebindingRefused(t *testing.T) {
 		}
 	}
 	// The voice WebSocket with a loopback Host still needs a token.
-	m, ws := voiceHello(t, local, nil)
+	m, ws := voiceHello(t, local, nil, "")
 	refusedAndClosed(t, "loopback Host, no token", m, ws)
 }
 
@@ -301,7 +305,7 @@ func TestSecondUIDClient(t *testing.T) {
 	if os.Geteuid() == 0 {
 		t.Fatal("running as root")
 	}
-	m, ws := voiceHello(t, addr, nil)
+	m, ws := voiceHello(t, addr, nil, "")
 	refusedAndClosed(t, "local user", m, ws)
 	fmt.Printf("voice: %v\n", m["code"])
 	_, err := admin.NewClient(sock).ConsoleLink(context.Background())
@@ -342,8 +346,9 @@ func TestConsoleSignInThroughTheDaemon(t *testing.T) {
 			cookie = c
 		}
 	}
-	if resp.StatusCode != http.StatusSeeOther || cookie == nil || !cookie.HttpOnly || cookie.SameSite != http.SameSiteStrictMode {
-		t.Fatalf("sign-in: %s cookie %+v", resp.Status, cookie)
+	key, ok := strings.CutPrefix(resp.Header.Get("Location"), "/#key=")
+	if resp.StatusCode != http.StatusSeeOther || cookie == nil || !cookie.HttpOnly || cookie.SameSite != http.SameSiteStrictMode || !ok {
+		t.Fatalf("sign-in: %s location %q cookie %+v", resp.Status, resp.Header.Get("Location"), cookie)
 	}
 	again, err := noRedirect.Get(l.URL)
 	if err != nil {
@@ -356,7 +361,12 @@ func TestConsoleSignInThroughTheDaemon(t *testing.T) {
 
 	host := strings.TrimPrefix(base, "http://")
 	withCookie := http.Header{"Cookie": {cookie.Name + "=" + cookie.Value}}
-	m, ws := voiceHello(t, host, withCookie)
+	// The cookie alone (what a server on another port of 127.0.0.1 could
+	// collect from the operator's browser) is not the operator.
+	if m, _ := voiceHello(t, host, withCookie, ""); m["code"] != "unauthorized" {
+		t.Fatalf("the cookie without the session key: %v; want unauthorized", m)
+	}
+	m, ws := voiceHello(t, host, withCookie, key)
 	if m["type"] != "ready" || m["session"] != "p2p:admin:console" {
 		t.Fatalf("console session: %v; want ready as p2p:admin:console", m)
 	}

@@ -268,6 +268,14 @@ func TestConsoleInChromium(t *testing.T) {
 	if ready != "p2p:admin:console" {
 		t.Errorf("console session %q; want the operator's p2p:admin:console", ready)
 	}
+	// The session key came in the fragment, is kept per tab and is gone
+	// from the address bar.
+	var hash, key string
+	c.eval(`location.hash`, &hash)
+	c.eval(`sessionStorage.getItem("agent.console_key") || ""`, &key)
+	if hash != "" || len(key) < 40 {
+		t.Errorf("after sign-in: location.hash %q, stored key %d chars", hash, len(key))
+	}
 	var cookieJS string
 	c.eval(`document.cookie`, &cookieJS)
 	if strings.Contains(cookieJS, CookieName) {

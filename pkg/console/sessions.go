@@ -3,6 +3,7 @@ package console
 import (
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/base64"
 	"fmt"
 	"log/slog"
@@ -16,7 +17,13 @@ import (
 // Sign-in: the operator runs `agentctl console` on the box. It asks the
 // daemon over the 0600 admin socket (root and the service user only) for a
 // one-time link, e.g. http://127.0.0.1:8080/console?code=...; opening it
-// sets a session cookie and redirects to the console. A console session is
+// sets a session cookie and redirects to the console with the session's
+// key in the URL fragment ("/#key=..."), which the page keeps in
+// sessionStorage and sends in its hello. Both are needed: browsers send a
+// cookie for 127.0.0.1 to every port of it, so a local user's server on
+// another port could collect the cookie from a page the operator opens;
+// the fragment never reaches a server and sessionStorage is per origin,
+// port included. A console session is
 // the operator: the voice channel admits its WebSocket without a token and
 // without pairing. Nothing else (a loopback address, an empty voice.token)
 // makes anyone the operator.
@@ -55,6 +62,7 @@ type Sessions struct {
 	mu       sync.Mutex
 	codes    map[[32]byte]time.Time // unredeemed codes -> expiry
 	sessions map[[32]byte]time.Time // sessions -> expiry
+	keys     map[[32]byte][32]byte  // sessions -> digest of their key
 }
 
 // NewSessions returns an empty store.
@@ -78,7 +86,7 @@ func NewSessions(cfg SessionConfig) *Sessions {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Sessions{cfg: cfg, log: log, codes: map[[32]byte]time.Time{}, sessions: map[[32]byte]time.Time{}}
+	return &Sessions{cfg: cfg, log: log, codes: map[[32]byte]time.Time{}, sessions: map[[32]byte]time.Time{}, keys: map[[32]byte][32]byte{}}
 }
 
 // Link is a one-time sign-in link.
@@ -105,9 +113,9 @@ func (s *Sessions) NewLink(base string) (Link, error) {
 
 // redeem consumes code and starts a session; ok is false for a code that
 // is unknown, expired or already used.
-func (s *Sessions) redeem(code string) (id string, exp time.Time, ok bool) {
+func (s *Sessions) redeem(code string) (id, key string, exp time.Time, ok bool) {
 	if code == "" {
-		return "", time.Time{}, false
+		return "", "", time.Time{}, false
 	}
 	now := s.cfg.Now()
 	s.mu.Lock()
@@ -115,18 +123,40 @@ func (s *Sessions) redeem(code string) (id string, exp time.Time, ok bool) {
 	prune(s.codes, now)
 	k := digest(code)
 	if _, found := s.codes[k]; !found {
-		return "", time.Time{}, false
+		return "", "", time.Time{}, false
 	}
 	delete(s.codes, k) // single use, whatever happens next
 	id, err := random()
+	if err == nil {
+		key, err = random()
+	}
 	if err != nil {
 		s.log.Error("console session not started", "err", err)
-		return "", time.Time{}, false
+		return "", "", time.Time{}, false
 	}
 	exp = now.Add(s.cfg.SessionTTL)
 	prune(s.sessions, now)
 	put(s.sessions, digest(id), exp, s.cfg.MaxLive)
-	return id, exp, true
+	for k := range s.keys { // keys of sessions put or prune dropped
+		if _, live := s.sessions[k]; !live {
+			delete(s.keys, k)
+		}
+	}
+	s.keys[digest(id)] = digest(key)
+	return id, key, exp, true
+}
+
+// Verify reports whether id is a valid session and key its key (what the
+// page got in the sign-in redirect's fragment).
+func (s *Sessions) Verify(id, key string) bool {
+	if id == "" || key == "" || !s.Valid(id) {
+		return false
+	}
+	want := digest(key)
+	s.mu.Lock()
+	got, ok := s.keys[digest(id)]
+	s.mu.Unlock()
+	return ok && subtle.ConstantTimeCompare(got[:], want[:]) == 1
 }
 
 // Session returns the id of the valid session r's cookie names, or "".
@@ -161,6 +191,7 @@ func (s *Sessions) EndAll() int {
 	n := len(s.sessions)
 	clear(s.sessions)
 	clear(s.codes)
+	clear(s.keys)
 	return n
 }
 
@@ -173,7 +204,7 @@ func (s *Sessions) SignIn() http.Handler {
 		h.Set("Cache-Control", "no-store")
 		h.Set("Referrer-Policy", "no-referrer")
 		h.Set("X-Content-Type-Options", "nosniff")
-		id, exp, ok := s.redeem(r.URL.Query().Get("code"))
+		id, key, exp, ok := s.redeem(r.URL.Query().Get("code"))
 		if !ok {
 			s.log.Warn("console sign-in with an invalid, expired or used link", "remote", r.RemoteAddr)
 			h.Set("Content-Type", "text/plain; charset=utf-8")
@@ -192,7 +223,7 @@ func (s *Sessions) SignIn() http.Handler {
 			SameSite: http.SameSiteStrictMode,
 		})
 		s.log.Info("console signed in", "remote", r.RemoteAddr, "until", exp)
-		http.Redirect(w, r, "/", http.StatusSeeOther)
+		http.Redirect(w, r, "/#key="+key, http.StatusSeeOther)
 	})
 }
 

@@ -74,10 +74,17 @@ func TestSignInLinkIsSingleUse(t *testing.T) {
 		t.Fatalf("link %+v", link)
 	}
 	rec := signIn(t, s.SignIn(), link.URL)
-	if rec.Code != http.StatusSeeOther || rec.Header().Get("Location") != "/" {
-		t.Fatalf("sign-in: %d %q; want 303 to /", rec.Code, rec.Header().Get("Location"))
+	loc := rec.Header().Get("Location")
+	key, ok := strings.CutPrefix(loc, "/#key=")
+	if rec.Code != http.StatusSeeOther || !ok || len(key) < 40 {
+		t.Fatalf("sign-in: %d %q; want 303 to /#key=KEY", rec.Code, loc)
 	}
 	c := sessionCookie(t, rec)
+	// The cookie is the operator only with its key (a server on another
+	// port of this host is sent the cookie, never the fragment).
+	if !s.Verify(c.Value, key) || s.Verify(c.Value, "") || s.Verify(c.Value, key+"x") || s.Verify("forged", key) {
+		t.Error("Verify accepts a session without its key, or a key without its session")
+	}
 	if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Path != "/" || c.MaxAge != int((12*time.Hour)/time.Second) {
 		t.Errorf("cookie %+v; want HttpOnly, SameSite=Strict, Path=/, Max-Age 12h", c)
 	}

@@ -66,9 +66,9 @@ func TestConsoleEnd(t *testing.T) {
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "var", "agent.sock")
 	addr, _ := startDaemonIn(t, dir, "")
-	ws := consoleDial(t, addr, sock)
+	ws, key := consoleDial(t, addr, sock)
 	defer ws.Close()
-	ws.WriteJSON(map[string]any{"type": "hello"})
+	ws.WriteJSON(map[string]any{"type": "hello", "console_key": key})
 	if m := readFrame(t, ws); m["type"] != "ready" || m["session"] != "p2p:admin:console" {
 		t.Fatalf("hello: %v", m)
 	}

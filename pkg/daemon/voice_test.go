@@ -105,8 +105,10 @@ func readFrame(t *testing.T, ws *websocket.Conn) map[string]any {
 }
 
 // consoleDial signs in as `agentctl console` does (a link from the admin
-// socket sock, opened once) and dials /voice with the session cookie.
-func consoleDial(t *testing.T, addr, sock string) *websocket.Conn {
+// socket sock, opened once) and dials /voice with the session cookie; it
+// returns the session key from the redirect's fragment, which the hello
+// must carry as console_key.
+func consoleDial(t *testing.T, addr, sock string) (*websocket.Conn, string) {
 	t.Helper()
 	l, err := admin.NewClient(sock).ConsoleLink(context.Background())
 	if err != nil {
@@ -127,14 +129,15 @@ func consoleDial(t *testing.T, addr, sock string) *websocket.Conn {
 			cookie = c
 		}
 	}
-	if resp.StatusCode != http.StatusSeeOther || cookie == nil {
-		t.Fatalf("sign-in link: %s, cookies %v", resp.Status, resp.Cookies())
+	key, ok := strings.CutPrefix(resp.Header.Get("Location"), "/#key=")
+	if resp.StatusCode != http.StatusSeeOther || cookie == nil || !ok {
+		t.Fatalf("sign-in link: %s, location %q, cookies %v", resp.Status, resp.Header.Get("Location"), resp.Cookies())
 	}
 	ws, _, err := websocket.DefaultDialer.Dial("ws://"+addr+"/voice", http.Header{"Cookie": {cookie.String()}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ws
+	return ws, key
 }
 
 func TestVoiceChannelThroughPipeline(t *testing.T) {
@@ -166,9 +169,9 @@ func TestVoiceChannelThroughPipeline(t *testing.T) {
 	ws.Close()
 
 	// The console signed in with agentctl console is the operator.
-	ws = consoleDial(t, addr, sock)
+	ws, key := consoleDial(t, addr, sock)
 	defer ws.Close()
-	ws.WriteJSON(map[string]any{"type": "hello", "user": "alice", "profile": "voice", "sample_rate": 16000, "protocol": "agent.voice.v1"})
+	ws.WriteJSON(map[string]any{"type": "hello", "user": "alice", "profile": "voice", "sample_rate": 16000, "protocol": "agent.voice.v1", "console_key": key})
 	if m := readFrame(t, ws); m["type"] != "ready" || m["session"] != "p2p:admin:console" {
 		t.Fatalf("hello answered %v", m)
 	}
@@ -331,9 +334,9 @@ func TestVoiceDefaultsFollowReload(t *testing.T) {
 	// turn runs a text turn and then reads what follows the final reply:
 	// with speech, the audio frame; without, the reply to a second turn.
 	turn := func(spoken bool) {
-		ws := consoleDial(t, addr, filepath.Join(dir, "var", "agent.sock"))
+		ws, key := consoleDial(t, addr, filepath.Join(dir, "var", "agent.sock"))
 		defer ws.Close()
-		ws.WriteJSON(map[string]any{"type": "hello", "user": "alice"})
+		ws.WriteJSON(map[string]any{"type": "hello", "user": "alice", "console_key": key})
 		if m := readFrame(t, ws); m["type"] != "ready" {
 			t.Fatalf("hello: %v", m)
 		}

@@ -39,6 +39,9 @@ func (f *fakeSessions) Valid(id string) bool {
 	return f.valid[id]
 }
 
+// Verify accepts the key "key-ID" for session ID.
+func (f *fakeSessions) Verify(id, key string) bool { return f.Valid(id) && key == "key-"+id }
+
 func (f *fakeSessions) end(id string) {
 	f.mu.Lock()
 	delete(f.valid, id)
@@ -97,7 +100,7 @@ func TestConsoleSessionIsOperator(t *testing.T) {
 	cfg.Admit = adm.admit
 	_, hs := newServer(t, cfg)
 	c := dialWith(t, wsURL(hs), cookie("s1"))
-	r := c.ready(map[string]any{"token": "", "user": "mallory", "device": "web-console"})
+	r := c.ready(map[string]any{"token": "", "user": "mallory", "device": "web-console", "console_key": "key-s1"})
 	if r.Session != "p2p:admin:console" {
 		t.Errorf("session %q; want p2p:admin:console (the operator)", r.Session)
 	}
@@ -112,7 +115,20 @@ func TestConsoleSessionIsOperator(t *testing.T) {
 		t.Errorf("the console session was put to the DM policy: %q", adm.asked)
 	}
 	// A stale token in the page does not matter either.
-	dialWith(t, wsURL(hs), cookie("s1")).ready(map[string]any{"token": "old-token"})
+	dialWith(t, wsURL(hs), cookie("s1")).ready(map[string]any{"token": "old-token", "console_key": "key-s1"})
+	// The cookie without its key (a page on another port of this host was
+	// sent the cookie, not the key) is no operator: it needs the token.
+	for _, key := range []any{nil, "", "key-s2", "wrong"} {
+		f := dialWith(t, wsURL(hs), cookie("s1")).hello(map[string]any{"token": "", "console_key": key})
+		if f.Type != "error" || f.Code != CodeUnauthorized {
+			t.Errorf("cookie with console_key %v: %+v; want unauthorized", key, f)
+		}
+	}
+	// With the token it is a device, put to the DM policy (which refuses
+	// everyone here), never the operator.
+	if f := dialWith(t, wsURL(hs), cookie("s1")).hello(map[string]any{"console_key": "wrong", "user": "bob"}); f.Session == "p2p:admin:console" || f.Code != CodeForbidden {
+		t.Errorf("a cookie without its key, with the token: %+v; want the DM policy's refusal", f)
+	}
 }
 
 // TestConsoleSessionEndsMidConnection: when the session ends (expiry,
@@ -125,7 +141,7 @@ func TestConsoleSessionEndsMidConnection(t *testing.T) {
 	cfg.Sessions = sessions
 	_, hs := newServer(t, cfg)
 	c := dialWith(t, wsURL(hs), cookie("s1"))
-	c.ready(map[string]any{"token": nil})
+	c.ready(map[string]any{"token": nil, "console_key": "key-s1"})
 	sessions.end("s1")
 	c.send(map[string]string{"type": "text", "text": "write SOUL.md"})
 	if f := c.next(); f.Type != "error" || f.Code != CodeUnauthorized || !f.Fatal {

@@ -166,7 +166,13 @@ func (c *conn) hello() bool {
 	if typ != websocket.TextMessage || json.Unmarshal(data, &m) != nil || m.Type != typeHello {
 		return c.reject(CodeBadHello, "the first frame must be a hello: {\"type\":\"hello\",\"token\":...}", websocket.CloseProtocolError)
 	}
-	operator := c.consoleID != ""
+	// The console is the operator with its session cookie and that
+	// session's key; a cookie without the key (another port of this host
+	// was sent it) is nothing, and the hello needs the token.
+	operator := c.consoleID != "" && c.s.cfg.Sessions != nil && c.s.cfg.Sessions.Verify(c.consoleID, m.ConsoleKey)
+	if !operator {
+		c.consoleID = ""
+	}
 	if !operator && !c.s.authorized(m.Token) {
 		c.log.Warn("voice hello with a bad token and no console session", "device", clip(m.Device))
 		return c.reject(CodeUnauthorized, "bad or missing token (voice.token); the web console signs in with a link from `agentctl console` on the box", websocket.ClosePolicyViolation)

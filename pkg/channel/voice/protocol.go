@@ -52,6 +52,7 @@ const (
 type clientMsg struct {
 	Type       string `json:"type"`
 	Token      string `json:"token,omitempty"`
+	ConsoleKey string `json:"console_key,omitempty"` // the web console's session key (with its cookie)
 	Device     string `json:"device,omitempty"`
 	User       string `json:"user,omitempty"`
 	Profile    string `json:"profile,omitempty"`

@@ -168,6 +168,10 @@ type Sessions interface {
 	// Valid reports whether session id is still valid (checked before
 	// each turn: it expires, or the operator ends it).
 	Valid(id string) bool
+	// Verify reports whether key (the hello's "console_key", which the
+	// page got in the sign-in fragment) belongs to session id: the cookie
+	// alone, which every port of the host is sent, is not enough.
+	Verify(id, key string) bool
 }
 
 // Identity is who a connection's turns come from: conversation channel and
