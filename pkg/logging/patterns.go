@@ -76,15 +76,20 @@ var rules = []rule{
 	{re: anchored(`(?i)((?:` + secretName + `|authorization)\\?"[ \t]*:[ \t]*\\?")(?:[^"\\]|\\[^"])+`), repl: `${1}***`,
 		starts: append([]string{"authorization"}, nameStarts...)},
 	// HTTP headers, also as Go prints an http.Header (map[X-Api-Key:[...]]).
-	{re: anchored(`(?i)((?:proxy-)?authorization|x-api-key|api-key|x-goog-api-key|x-auth-token|x-subscription-token)([ \t]*:[ \t]*\[?)((?:bearer|basic|token|bot)[ \t]+)?[^\s\]"',;]+`),
+	// Authorization only with a scheme and its credentials, or a long
+	// token: not prose such as "authorization: denied for alice".
+	{re: anchored(`(?i)((?:proxy-)?authorization)([ \t]*:[ \t]*\[?)(?:((?:bearer|basic|token|bot)[ \t]+)[^\s\]"',;]+|[A-Za-z0-9._~+/=\-]{12,})`),
+		repl: `${1}${2}${3}***`, word: true, starts: []string{"proxy-authorization", "authorization"}},
+	{re: anchored(`(?i)(x-api-key|api-key|x-goog-api-key|x-auth-token|x-subscription-token)([ \t]*:[ \t]*\[?)((?:bearer|basic|token|bot)[ \t]+)?[^\s\]"',;]+`),
 		repl: `${1}${2}${3}***`, word: true,
-		starts: []string{"proxy-authorization", "authorization", "x-api-key", "api-key", "x-goog-api-key", "x-auth-token", "x-subscription-token"}},
+		starts: []string{"x-api-key", "api-key", "x-goog-api-key", "x-auth-token", "x-subscription-token"}},
 	// Go %+v struct dumps and YAML without a space: AccessToken:abc,
 	// api_key:abc. A space after the colon (Go's "op: detail" error style,
 	// "gettoken: invalid credential") is not a value.
 	{re: anchored(`(?i)(` + secretName + `:)[^\s,;'"\[\]{}()<>]+`), repl: `${1}***`, starts: nameStarts},
-	// Cookies, whole: the session is any of them.
-	{re: anchored(`(?i)((?:set-)?cookie[ \t]*:[ \t]*\[?)[^\r\n\]]+`), repl: `${1}***`, starts: []string{"cookie", "set-cookie"}, word: true},
+	// Cookies, whole (the session is any of them), when what follows is
+	// name=value: not prose such as "parse cookie: malformed value".
+	{re: anchored(`(?i)((?:set-)?cookie[ \t]*:[ \t]*\[?)[^\s=;:\]]+=[^\r\n\]]*`), repl: `${1}***`, starts: []string{"cookie", "set-cookie"}, word: true},
 	// A bearer token anywhere ("Bearer eyJhbGci...").
 	{re: anchored(`(?i)(bearer[ \t]+)[A-Za-z0-9._~+/\-]{16,}=*`), repl: `${1}***`, starts: []string{"bearer"}, word: true},
 	// Well-known key prefixes: OpenAI-compatible (sk-, sk-proj-, sk-ant-),

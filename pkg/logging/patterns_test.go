@@ -18,6 +18,10 @@ func TestScrubPatterns(t *testing.T) {
 		{`GET /x?access_token=Tok3n: EOF`, `GET /x?access_token=***: EOF`},
 		{`http://127.0.0.1:8080/console/signin?code=AbC123`, `http://127.0.0.1:8080/console/signin?code=***`},
 		{"Cookie: agent_console=s3ss10n; theme=dark\nAccept: */*", "Cookie: ***\nAccept: */*"},
+		// Prose about cookies and authorization keeps its text.
+		{"parse cookie: malformed value in header; user=alice path=/x", "parse cookie: malformed value in header; user=alice path=/x"},
+		{"authorization: denied for alice", "authorization: denied for alice"},
+		{"Authorization: 0123456789abcdef0123456789", "Authorization: ***"},
 		{"map[Cookie:[agent_console=s3ss10n] Accept:[*/*]]", "map[Cookie:[***] Accept:[*/*]]"},
 		{`GET /x?key=a:b:c, then`, `GET /x?key=***, then`},
 		{`https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=693a91f6-7xxx-4bc4`, `https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=***`},
