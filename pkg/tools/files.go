@@ -121,6 +121,23 @@ func (w *Workspace) Tools() []Tool {
 	}
 }
 
+// Handle runs the file tool name (read_file, write_file, edit_file,
+// list_files) on this workspace, as its Tool's handler would, without
+// building the tool list (pkg/workspace routes each call to a root).
+func (w *Workspace) Handle(ctx context.Context, name string, call Call) (string, error) {
+	switch name {
+	case "read_file":
+		return w.readFile(ctx, call)
+	case "write_file":
+		return w.writeFile(ctx, call)
+	case "edit_file":
+		return w.editFile(ctx, call)
+	case "list_files":
+		return w.listFiles(ctx, call)
+	}
+	return "", fmt.Errorf("%w %q", ErrUnknownTool, name)
+}
+
 type readArgs struct {
 	Path   string `json:"path" desc:"file path relative to the workspace"`
 	Offset int    `json:"offset,omitempty" desc:"first line to read, counting from 1 (default 1)"`

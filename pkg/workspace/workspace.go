@@ -516,15 +516,9 @@ func (s *Spaces) handler(name string, write bool) func(context.Context, tools.Ca
 		if err != nil {
 			return "", err
 		}
-		var tool tools.Tool
-		for _, t := range w.Tools() {
-			if t.Name == name {
-				tool = t
-			}
-		}
 		c := call
 		c.Args = inner
-		out, err := tool.Handler(ctx, c)
+		out, err := w.Handle(ctx, name, c)
 		if err == nil && write && a != areaPrivate {
 			who := call.Channel + ":" + call.User
 			s.logger.Warn("workspace: common file changed", "by", who, "area", a.String(), "path", p, "tool", name,
@@ -595,16 +589,10 @@ func (s *Spaces) list(ctx context.Context, call tools.Call) (string, error) {
 		return "", err
 	}
 	defer w.Close()
-	var tool tools.Tool
-	for _, t := range w.Tools() {
-		if t.Name == "list_files" {
-			tool = t
-		}
-	}
 	args, _ := json.Marshal(listArgs{Path: rel, Recursive: a0.Recursive})
 	c := call
 	c.Args = args
-	out, err := tool.Handler(ctx, c)
+	out, err := w.Handle(ctx, "list_files", c)
 	if err != nil {
 		return "", err
 	}
