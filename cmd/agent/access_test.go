@@ -26,6 +26,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"agent/pkg/admin"
+	"agent/pkg/console/consoletest"
 	wx "agent/pkg/wecom"
 	"agent/pkg/wecom/wecomtest"
 )
@@ -334,28 +335,12 @@ func TestConsoleSignInThroughTheDaemon(t *testing.T) {
 	if !strings.HasPrefix(l.URL, base+"/console?code=") || time.Until(l.ExpiresAt) > 2*time.Minute {
 		t.Fatalf("link %+v", l)
 	}
-	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := noRedirect.Get(l.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	var cookie *http.Cookie
-	for _, c := range resp.Cookies() {
-		if c.Name == "agent_console" {
-			cookie = c
-		}
-	}
-	key, ok := strings.CutPrefix(resp.Header.Get("Location"), "/#key=")
-	if resp.StatusCode != http.StatusSeeOther || cookie == nil || !cookie.HttpOnly || cookie.SameSite != http.SameSiteStrictMode || !ok {
+	resp, cookie, key := consoletest.SignIn(t, l.URL)
+	if resp.StatusCode != http.StatusSeeOther || cookie == nil || !cookie.HttpOnly || cookie.SameSite != http.SameSiteStrictMode || key == "" {
 		t.Fatalf("sign-in: %s location %q cookie %+v", resp.Status, resp.Header.Get("Location"), cookie)
 	}
-	again, err := noRedirect.Get(l.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	again.Body.Close()
-	if again.StatusCode != http.StatusForbidden || len(again.Cookies()) != 0 {
+	again, againCookie, _ := consoletest.SignIn(t, l.URL)
+	if again.StatusCode != http.StatusForbidden || againCookie != nil {
 		t.Fatalf("the link a second time: %s %v; want 403", again.Status, again.Cookies())
 	}
 

@@ -19,6 +19,7 @@ import (
 
 	"agent/pkg/admin"
 	"agent/pkg/config"
+	"agent/pkg/console/consoletest"
 )
 
 // streamingLLM answers every request with "Hello there", streamed in two
@@ -117,20 +118,8 @@ func consoleDial(t *testing.T, addr, sock string) (*websocket.Conn, string) {
 	if !strings.HasPrefix(l.URL, "http://"+addr+"/console?code=") {
 		t.Fatalf("link %q is not on %s", l.URL, addr)
 	}
-	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := noRedirect.Get(l.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	var cookie *http.Cookie
-	for _, c := range resp.Cookies() {
-		if c.Name == "agent_console" {
-			cookie = c
-		}
-	}
-	key, ok := strings.CutPrefix(resp.Header.Get("Location"), "/#key=")
-	if resp.StatusCode != http.StatusSeeOther || cookie == nil || !ok {
+	resp, cookie, key := consoletest.SignIn(t, l.URL)
+	if resp.StatusCode != http.StatusSeeOther || cookie == nil || key == "" {
 		t.Fatalf("sign-in link: %s, location %q, cookies %v", resp.Status, resp.Header.Get("Location"), resp.Cookies())
 	}
 	ws, _, err := websocket.DefaultDialer.Dial("ws://"+addr+"/voice", http.Header{"Cookie": {cookie.String()}})
