@@ -1,0 +1,108 @@
+// Package channel is the seam between the assistant and the ways people
+// reach it. A channel (WeCom, the voice WebSocket, the operator's admin
+// socket, ...) implements Channel: its name, the HTTP routes it serves on
+// server.listen, the background work it runs and how text is sent to one of
+// its users. What only some channels can do is an optional interface the
+// host discovers by type assertion: sending media, disconnecting a user,
+// offering tools to the model, closing connections the HTTP server does not
+// own.
+//
+// The daemon keeps a Set of the enabled channels: it mounts their routes,
+// runs each one under a supervisor (a Run that fails or panics is logged,
+// reported on /healthz and restarted with backoff, and never takes the
+// daemon or another channel down) and delivers outbound text — the message
+// tool, scheduled jobs, pairing notices, self-check reports — by a lookup
+// on the channel name.
+package channel
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+
+	"agent/pkg/tools"
+)
+
+// Channel is one way into the assistant.
+type Channel interface {
+	// Name is the channel's part of a user scope ("wecom" in
+	// "wecom:zhangsan"); unique in a Set.
+	Name() string
+	// Routes are the HTTP handlers the channel serves on server.listen
+	// (nil: none). Patterns are net/http.ServeMux patterns.
+	Routes() []Route
+	// Run does the channel's background work (a dial-out connection, an
+	// inbox processor, an outbox) until ctx ends. A channel with none
+	// returns nil at once; a returned error or a panic before ctx ends is
+	// a failure: the Set restarts Run with backoff.
+	Run(ctx context.Context) error
+	// Send delivers text to one user or chat of the channel ("zhangsan",
+	// without the channel prefix). A channel that cannot reach its users
+	// unprompted returns an error saying so. Callers have checked that
+	// the sender may address to (pkg/recipient).
+	Send(ctx context.Context, to, text string) error
+}
+
+// Route is one HTTP handler on server.listen.
+type Route struct {
+	Pattern string // "GET /voice", "/wecom/callback"
+	Handler http.Handler
+}
+
+// Media is a file to send: an image, a file, a video or a link card.
+type Media struct {
+	Kind string // "image", "file", "video", "link"
+	Name string // file name shown to the recipient
+	Body io.Reader
+	Size int64
+	// Title and Description go with a video or a link card; URL and
+	// PicURL are a link card's.
+	Title, Description, URL, PicURL string
+}
+
+// MediaSender is a channel that can send files, not only text.
+type MediaSender interface {
+	SendMedia(ctx context.Context, to string, m Media) error
+}
+
+// Disconnecter is a channel with live connections per user (a revoked
+// device is disconnected at once). It returns how many were closed.
+type Disconnecter interface {
+	Disconnect(principal string) int
+}
+
+// Closer is a channel holding connections the HTTP server's Shutdown does
+// not close (hijacked WebSockets); the host calls Close while stopping,
+// before the conversation pipeline stops.
+type Closer interface {
+	Close(ctx context.Context) error
+}
+
+// ToolProvider is a channel that offers the model tools of its own (WeCom's
+// send_image, send_file ...). They are registered once, when the Set is
+// built.
+type ToolProvider interface {
+	Tools() []tools.Tool
+}
+
+// Streamer is a channel that can show a reply while it is being written:
+// Stream returns a writer whose every Update replaces the text shown so far
+// and whose Finish ends it.
+type Streamer interface {
+	Stream(ctx context.Context, to string) (Stream, error)
+}
+
+// Stream is one reply being written.
+type Stream interface {
+	Update(ctx context.Context, text string) error
+	Finish(ctx context.Context, text string) error
+}
+
+// ErrNoChannel is returned (wrapped) for a channel name no enabled channel
+// has.
+var ErrNoChannel = errors.New("channel is not connected on this agent")
+
+// ErrNoPush is returned (wrapped) by a channel that cannot send to a user
+// who has not asked for something (the admin socket, voice devices).
+var ErrNoPush = errors.New("channel cannot send unprompted messages")

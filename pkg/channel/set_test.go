@@ -1,0 +1,162 @@
+package channel
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"agent/pkg/clock"
+	"agent/pkg/health"
+)
+
+// testChannel is a channel whose Run does what the test says.
+type testChannel struct {
+	name  string
+	runs  atomic.Int32
+	run   func(ctx context.Context, n int32) error
+	sent  chan string
+	route string
+}
+
+func (c *testChannel) Name() string { return c.name }
+func (c *testChannel) Routes() []Route {
+	if c.route == "" {
+		return nil
+	}
+	return []Route{{Pattern: c.route, Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Write([]byte(c.name))
+	})}}
+}
+func (c *testChannel) Run(ctx context.Context) error {
+	n := c.runs.Add(1)
+	if c.run == nil {
+		<-ctx.Done()
+		return nil
+	}
+	return c.run(ctx, n)
+}
+func (c *testChannel) Send(_ context.Context, to, text string) error {
+	c.sent <- to + ": " + text
+	return nil
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// A channel whose Run fails or panics is restarted with backoff, reported
+// degraded, and neither stops the other channel nor the caller.
+func TestFailingAndPanickingChannelsAreRestarted(t *testing.T) {
+	clk := clock.NewFake(time.Time{})
+	failing := &testChannel{name: "failing", run: func(ctx context.Context, n int32) error {
+		if n <= 2 {
+			return errors.New("dial: connection refused")
+		}
+		<-ctx.Done()
+		return nil
+	}}
+	panicking := &testChannel{name: "panicking", run: func(ctx context.Context, n int32) error {
+		if n == 1 {
+			var m map[string]int
+			m["boom"]++ // a nil-map write: a real runtime panic
+		}
+		<-ctx.Done()
+		return nil
+	}}
+	healthy := &testChannel{name: "healthy", sent: make(chan string, 1)}
+	s, err := NewSet(nil, clk, failing, panicking, healthy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.Start(ctx)
+
+	// Both broken channels wait on a backoff timer; the healthy one runs.
+	done := make(chan struct{})
+	t.Cleanup(func() { close(done) })
+	if !clk.WaitTimers(2, done) {
+		t.Fatal("no backoff timers")
+	}
+	if err := s.Check("failing")(ctx); !errors.Is(err, health.ErrDegraded) || !strings.Contains(err.Error(), "connection refused") {
+		t.Errorf("check of the failing channel = %v", err)
+	}
+	if err := s.Check("panicking")(ctx); !errors.Is(err, health.ErrDegraded) || !strings.Contains(err.Error(), "panic") {
+		t.Errorf("check of the panicking channel = %v", err)
+	}
+	if err := s.Check("healthy")(ctx); err != nil {
+		t.Errorf("check of the healthy channel = %v", err)
+	}
+	if err := s.Send(ctx, "healthy", "alice", "hi"); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-healthy.sent; got != "alice: hi" {
+		t.Errorf("sent %q", got)
+	}
+
+	// First restart after 1 s; the failing one fails again and waits 2 s.
+	clk.Advance(time.Second)
+	waitUntil(t, "the panicking channel to run again", func() bool { return panicking.runs.Load() == 2 })
+	waitUntil(t, "the failing channel's second backoff", func() bool { return failing.runs.Load() == 2 && clk.Pending() == 1 })
+	clk.Advance(time.Second)
+	if failing.runs.Load() != 2 {
+		t.Fatal("restarted before its doubled backoff")
+	}
+	clk.Advance(time.Second)
+	waitUntil(t, "the failing channel to recover", func() bool { return failing.runs.Load() == 3 })
+	waitUntil(t, "checks to clear", func() bool {
+		return s.Check("failing")(ctx) == nil && s.Check("panicking")(ctx) == nil
+	})
+	for _, st := range s.Statuses() {
+		if !st.Running {
+			t.Errorf("%s not running: %+v", st.Name, st)
+		}
+	}
+	if healthy.runs.Load() != 1 {
+		t.Errorf("the healthy channel ran %d times", healthy.runs.Load())
+	}
+	cancel()
+	if err := s.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSendToUnknownChannel(t *testing.T) {
+	s, _ := NewSet(nil, nil)
+	if err := s.Send(context.Background(), "telegram", "bob", "hi"); !errors.Is(err, ErrNoChannel) {
+		t.Fatalf("err = %v, want ErrNoChannel", err)
+	}
+}
+
+func TestNamesAreUnique(t *testing.T) {
+	if _, err := NewSet(nil, nil, &testChannel{name: "a"}, &testChannel{name: "a"}); err == nil {
+		t.Fatal("two channels named a accepted")
+	}
+	if _, err := NewSet(nil, nil, &testChannel{}); err == nil {
+		t.Fatal("a channel without a name accepted")
+	}
+}
+
+func TestMountServesEveryChannelsRoutes(t *testing.T) {
+	s, _ := NewSet(nil, nil, &testChannel{name: "one", route: "GET /one"}, &testChannel{name: "two", route: "/two"}, &testChannel{name: "none"})
+	mux := http.NewServeMux()
+	s.Mount(mux)
+	for _, p := range []string{"/one", "/two"} {
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest("GET", p, nil))
+		if rec.Body.String() != strings.TrimPrefix(p, "/") {
+			t.Errorf("%s answered %d %q", p, rec.Code, rec.Body)
+		}
+	}
+}
