@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"agent/pkg/channel/gate"
 	"agent/pkg/conversation"
 	"agent/pkg/llm"
 	"agent/pkg/pairing"
@@ -58,6 +59,7 @@ type ProcessorConfig struct {
 // Processor turns pending inbox rows into turns, one sender at a time.
 type Processor struct {
 	cfg    ProcessorConfig
+	policy gate.Gate
 	db     *sql.DB
 	clock  Clock
 	logger *slog.Logger
@@ -98,7 +100,7 @@ func NewProcessor(cfg ProcessorConfig) *Processor {
 	if cfg.Policy == nil {
 		cfg.Policy = func() pairing.Policy { return pairing.Policy{Mode: pairing.Pairing} }
 	}
-	return &Processor{cfg: cfg, db: cfg.Inbox.db, clock: cfg.Clock, logger: cfg.Logger,
+	return &Processor{cfg: cfg, policy: gate.Gate{Pairings: cfg.Pairing, Policy: cfg.Policy}, db: cfg.Inbox.db, clock: cfg.Clock, logger: cfg.Logger,
 		wake: make(chan struct{}, 1), inflight: map[string]bool{}, sinks: map[string][]*turnSink{}}
 }
 
@@ -316,27 +318,29 @@ func (p *Processor) turn(ctx context.Context, b *batch) error {
 	return p.commit(ctx, b, inboxDone, out)
 }
 
-// gate applies the DM policy; handled means the batch needs no turn.
+// gate applies the DM policy (gate.Gate, in the batch's transaction: a
+// stranger's code and its message are committed together); handled means
+// the batch needs no turn.
 func (p *Processor) gate(ctx context.Context, b *batch, user, group string) (handled bool, err error) {
 	tx, err := p.db.BeginTx(ctx, nil)
 	if err != nil {
 		return false, fmt.Errorf("policy: %w", err)
 	}
 	defer tx.Rollback()
-	v, code, err := p.cfg.Pairing.Decide(ctx, tx, p.cfg.Policy(), user, group)
+	d, err := p.policy.Admit(ctx, tx, gate.Request{Principals: []string{user}, Group: group})
 	if err != nil {
 		return false, err
 	}
-	switch v {
+	switch d.Verdict {
 	case pairing.Allow:
 		return false, nil
 	case pairing.NewCode:
-		p.logger.Info("wecom stranger got a pairing code", "user", user, "code", code)
-		if err := p.cfg.Outbox.enqueueTx(ctx, tx, b.sender, pairing.CodeText(code)); err != nil {
+		p.logger.Info("wecom stranger got a pairing code", "user", user, "code", d.Code)
+		if err := p.cfg.Outbox.enqueueTx(ctx, tx, b.sender, pairing.CodeText(d.Code)); err != nil {
 			return false, err
 		}
 	default:
-		p.logger.Info("wecom message dropped by the DM policy", "user", user, "group", group, "verdict", v.String(), "messages", len(b.rows))
+		p.logger.Info("wecom message dropped by the DM policy", "user", user, "group", group, "verdict", d.Verdict.String(), "messages", len(b.rows))
 	}
 	if err := mark(ctx, tx, inboxIgnored, p.clock.Now(), b.rows); err != nil {
 		return false, err
