@@ -17,7 +17,7 @@ import (
 	"agent/pkg/admin"
 	"agent/pkg/asr"
 	"agent/pkg/config"
-	"agent/pkg/daemon"
+	"agent/pkg/diskfree"
 	"agent/pkg/embed"
 	"agent/pkg/localmodels"
 	"agent/pkg/memory"
@@ -399,18 +399,18 @@ func (e Env) checkDisk(context.Context) Result {
 		}
 		dir = filepath.Dir(dir)
 	}
-	free, err := daemon.FreeBytes(dir)
+	free, err := diskfree.FreeBytes(dir)
 	if err != nil {
 		return Result{Level: Fail, Detail: err.Error()}
 	}
-	mib := free >> 20
+	detail := fmt.Sprintf("%d MiB free on %s", free>>20, dir)
 	switch {
-	case mib < 64:
-		return Result{Level: Fail, Detail: fmt.Sprintf("%d MiB free on %s", mib, dir), Fix: "free space (journalctl --vacuum-size=100M)"}
-	case mib < 512:
-		return Result{Level: Warn, Detail: fmt.Sprintf("%d MiB free on %s", mib, dir), Fix: "free space (journalctl --vacuum-size=100M)"}
+	case free < diskfree.FailBytes:
+		return Result{Level: Fail, Detail: detail, Fix: "free space (journalctl --vacuum-size=100M)"}
+	case free < diskfree.WarnBytes:
+		return Result{Level: Warn, Detail: detail, Fix: "free space (journalctl --vacuum-size=100M)"}
 	}
-	return Result{Level: OK, Detail: fmt.Sprintf("%d MiB free on %s", mib, dir)}
+	return Result{Level: OK, Detail: detail}
 }
 
 // checkMemory compares what the machine (or the cgroup) can give with what

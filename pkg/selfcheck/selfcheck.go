@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"agent/pkg/clip"
+	"agent/pkg/diskfree"
 	"agent/pkg/errlog"
 	"agent/pkg/scheduler"
 )
@@ -144,8 +145,6 @@ const (
 	DefaultBudget = 2 << 30
 	rssWarn       = 0.75 // MemoryHigh=1.6G of the 2G budget is at 0.78
 	rssFail       = 0.90
-	diskFail      = 64 << 20
-	diskWarn      = 512 << 20
 	tempWarn      = 85.0
 	tempFail      = 95.0
 	slowTurn      = 60 * time.Second
@@ -430,9 +429,9 @@ func diskItem(_ context.Context, s Sources, _ time.Time) Item {
 	}
 	detail := fmt.Sprintf("%d MiB free on %s", free>>20, s.StateDir)
 	switch {
-	case free < diskFail:
+	case free < diskfree.FailBytes:
 		return Item{Level: Fail, Detail: detail + " (journalctl --vacuum-size=100M frees some)"}
-	case free < diskWarn:
+	case free < diskfree.WarnBytes:
 		return Item{Level: Warn, Detail: detail}
 	}
 	return Item{Level: OK, Detail: detail}
