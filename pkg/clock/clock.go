@@ -5,6 +5,7 @@
 package clock
 
 import (
+	"context"
 	"sync"
 	"time"
 )
@@ -193,4 +194,89 @@ func (c *Fake) WaitTimers(n int, done <-chan struct{}) bool {
 			return false
 		}
 	}
+}
+
+// Next is the deadline of the earliest timer not yet fired or stopped, and
+// whether there is one. A test that drives a loop step by step moves the
+// clock to it: c.Advance(next.Sub(c.Now())).
+func (c *Fake) Next() (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var next time.Time
+	found := false
+	for _, t := range c.timers {
+		if !t.stopped && (!found || t.at.Before(next)) {
+			next, found = t.at, true
+		}
+	}
+	return next, found
+}
+
+// Sleep waits d on c, or until ctx ends (then it returns ctx.Err()).
+func Sleep(ctx context.Context, c Clock, d time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	t := Or(c).NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// WithTimeout is context.WithTimeout on c. With Real and Func it is
+// context.WithTimeout itself (timers are real). On a Fake the context ends
+// with context.DeadlineExceeded when the clock is moved past now+d; its
+// Deadline is the parent's (a fake instant must not reach deadlines that
+// the network stack compares with the wall clock).
+func WithTimeout(parent context.Context, c Clock, d time.Duration) (context.Context, context.CancelFunc) {
+	f, ok := c.(*Fake)
+	if !ok {
+		return context.WithTimeout(parent, d)
+	}
+	ctx := &fakeTimeout{Context: parent, done: make(chan struct{}), stop: make(chan struct{})}
+	t := f.NewTimer(d)
+	go func() {
+		var err error
+		select {
+		case <-parent.Done():
+			err = parent.Err()
+		case <-t.C():
+			err = context.DeadlineExceeded
+		case <-ctx.stop:
+			t.Stop()
+			err = context.Canceled
+		}
+		t.Stop()
+		ctx.end(err)
+	}()
+	return ctx, func() { ctx.once.Do(func() { close(ctx.stop) }) }
+}
+
+// fakeTimeout is the context WithTimeout returns on a Fake.
+type fakeTimeout struct {
+	context.Context
+	done chan struct{}
+	stop chan struct{}
+	once sync.Once
+	mu   sync.Mutex
+	err  error
+}
+
+func (c *fakeTimeout) end(err error) {
+	c.mu.Lock()
+	c.err = err
+	c.mu.Unlock()
+	close(c.done)
+}
+
+func (c *fakeTimeout) Done() <-chan struct{} { return c.done }
+
+func (c *fakeTimeout) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
 }

@@ -7,9 +7,9 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"agent/pkg/admin"
+	"agent/pkg/clock"
 	"agent/pkg/config"
 	"agent/pkg/conversation"
 	"agent/pkg/recipient"
@@ -28,20 +28,11 @@ type schedPart struct {
 	s *scheduler.Scheduler
 }
 
-// daemonClock is the scheduler's clock: the daemon's injected now and real
-// timers.
-type daemonClock struct{ now func() time.Time }
-
-func (c daemonClock) Now() time.Time { return c.now() }
-func (c daemonClock) NewTimer(d time.Duration) scheduler.Timer {
-	return scheduler.RealClock{}.NewTimer(d)
-}
-
 // startScheduler creates the scheduler and registers its tools.
 func (d *Daemon) startScheduler(b *brain, reg *tools.Registry, cfg *config.Config) error {
 	s, err := scheduler.New(scheduler.Config{
 		DB:       d.store.DB(),
-		Clock:    daemonClock{d.now},
+		Clock:    clock.Func(d.now),
 		Location: cfg.Location(),
 		Send:     d.sendOut,
 		Prompt:   d.schedulePrompt,

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"agent/pkg/agent"
+	"agent/pkg/clock"
 	"agent/pkg/conversation"
 	"agent/pkg/diagnose"
 	"agent/pkg/errlog"
@@ -413,7 +414,7 @@ func redactKey(s, key string) string {
 // selfCheckDaily runs the self-check every day at 09:00 in agent.timezone
 // and tells the owners about problems.
 func (d *Daemon) selfCheckDaily(ctx context.Context) {
-	selfcheck.Daily(ctx, daemonClock{d.now}, d.config().Location(), selfCheckHour, selfCheckMinute, func(ctx context.Context) {
+	selfcheck.Daily(ctx, clock.Func(d.now), d.config().Location(), selfCheckHour, selfCheckMinute, func(ctx context.Context) {
 		rep, err := d.runSelfCheck(ctx, true)
 		if err != nil || ctx.Err() != nil {
 			return

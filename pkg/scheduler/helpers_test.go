@@ -9,96 +9,19 @@ import (
 	"testing"
 	"time"
 
+	"agent/pkg/clock"
 	"agent/pkg/store"
 )
 
-// fakeClock is a Clock the test moves by hand. Timers fire when Advance or
-// Set passes their deadline; BlockUntil waits for the loop to be asleep.
-type fakeClock struct {
-	mu     sync.Mutex
-	cond   *sync.Cond
-	now    time.Time
-	timers []*fakeTimer
-}
+// newFakeClock returns a clock.Fake reading t.
+func newFakeClock(t time.Time) *clock.Fake { return clock.NewFake(t) }
 
-type fakeTimer struct {
-	c  *fakeClock
-	at time.Time
-	ch chan time.Time
-}
-
-func newFakeClock(t time.Time) *fakeClock {
-	c := &fakeClock{now: t}
-	c.cond = sync.NewCond(&c.mu)
-	return c
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) NewTimer(d time.Duration) Timer {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := &fakeTimer{c: c, at: c.now.Add(d), ch: make(chan time.Time, 1)}
-	if d <= 0 {
-		t.ch <- c.now
-		return t
-	}
-	c.timers = append(c.timers, t)
-	c.cond.Broadcast()
-	return t
-}
-
-func (t *fakeTimer) C() <-chan time.Time { return t.ch }
-
-func (t *fakeTimer) Stop() bool {
-	t.c.mu.Lock()
-	defer t.c.mu.Unlock()
-	for i, x := range t.c.timers {
-		if x == t {
-			t.c.timers = append(t.c.timers[:i], t.c.timers[i+1:]...)
-			return true
-		}
-	}
-	return false
-}
-
-// Set moves the clock to t (forwards or backwards) and fires due timers.
-func (c *fakeClock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = t
-	keep := c.timers[:0]
-	for _, x := range c.timers {
-		if !x.at.After(t) {
-			x.ch <- t
-		} else {
-			keep = append(keep, x)
-		}
-	}
-	c.timers = keep
-}
-
-func (c *fakeClock) Advance(d time.Duration) { c.Set(c.Now().Add(d)) }
-
-// BlockUntil waits until n timers are pending (the loop is asleep).
-func (c *fakeClock) BlockUntil(t *testing.T, n int) {
+// blockUntil waits until n timers are pending on c (the loop is asleep).
+func blockUntil(t *testing.T, c *clock.Fake, n int) {
 	t.Helper()
-	done := make(chan struct{})
-	go func() {
-		c.mu.Lock()
-		for len(c.timers) < n {
-			c.cond.Wait()
-		}
-		c.mu.Unlock()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if !c.WaitTimers(n, ctx.Done()) {
 		t.Fatalf("loop did not go to sleep (want %d timers)", n)
 	}
 }
@@ -111,13 +34,13 @@ type sent struct {
 // outbox records sends; fail makes them fail.
 type outbox struct {
 	mu    sync.Mutex
-	clock Clock
+	clock clock.Clock
 	msgs  []sent
 	fail  error
 	ch    chan sent
 }
 
-func newOutbox(c Clock) *outbox { return &outbox{clock: c, ch: make(chan sent, 1000)} }
+func newOutbox(c clock.Clock) *outbox { return &outbox{clock: c, ch: make(chan sent, 1000)} }
 
 func (o *outbox) send(_ context.Context, channel, to, text string) error {
 	o.mu.Lock()
@@ -185,7 +108,7 @@ func mustZone(name string) *time.Location {
 type harness struct {
 	t     *testing.T
 	st    *store.Store
-	clock *fakeClock
+	clock *clock.Fake
 	out   *outbox
 	s     *Scheduler
 	cfg   Config

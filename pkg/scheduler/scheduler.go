@@ -3,7 +3,8 @@
 // kept in the database so they survive restarts.
 //
 // robfig/cron/v3 only parses expressions and computes next fire times; the
-// loop is ours and reads an injected Clock, so tests drive time by hand.
+// loop is ours and reads an injected clock.Clock, so tests drive time by
+// hand (clock.Fake).
 //
 // Guarantees:
 //   - A slot (job, scheduled time) runs at most once, also across a crash:
@@ -30,6 +31,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"agent/pkg/clock"
 )
 
 // Job states.
@@ -103,7 +106,7 @@ type PromptFunc func(ctx context.Context, owner, prompt string) (string, error)
 // Config of a Scheduler.
 type Config struct {
 	DB       *sql.DB
-	Clock    Clock          // default RealClock
+	Clock    clock.Clock    // default clock.Real()
 	Location *time.Location // default zone of new jobs; default UTC
 	Send     SendFunc
 	Prompt   PromptFunc // nil: llm_task jobs fail with a clear error
@@ -128,7 +131,7 @@ type Config struct {
 type Scheduler struct {
 	c      Config
 	db     *sql.DB
-	clock  Clock
+	clock  clock.Clock
 	logger *slog.Logger
 
 	wake     chan struct{}
@@ -156,9 +159,7 @@ func New(c Config) (*Scheduler, error) {
 	if c.Send == nil {
 		return nil, errors.New("scheduler: no send function")
 	}
-	if c.Clock == nil {
-		c.Clock = RealClock{}
-	}
+	c.Clock = clock.Or(c.Clock)
 	if c.Location == nil {
 		c.Location = time.UTC
 	}

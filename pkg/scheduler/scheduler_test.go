@@ -311,9 +311,9 @@ func TestRemoveWhileWaiting(t *testing.T) {
 // slot, wakes for a new job, and stops on Close.
 func TestLoop(t *testing.T) {
 	st, _ := openDB(t)
-	clock := newFakeClock(t0)
-	out := newOutbox(clock)
-	s, err := New(Config{DB: st.DB(), Clock: clock, Location: shanghai, Send: out.send})
+	clk := newFakeClock(t0)
+	out := newOutbox(clk)
+	s, err := New(Config{DB: st.DB(), Clock: clk, Location: shanghai, Send: out.send})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,13 +321,13 @@ func TestLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close(context.Background())
-	clock.BlockUntil(t, 1) // asleep, nothing scheduled
+	blockUntil(t, clk, 1) // asleep, nothing scheduled
 	j, err := s.Add(context.Background(), NewJob{Owner: "wecom:alice", Channel: "wecom", To: "alice", At: "2025-03-03T09:00", Payload: "loop"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock.BlockUntil(t, 1) // woke, planned, asleep again
-	clock.Set(j.Next)
+	blockUntil(t, clk, 1) // woke, planned, asleep again
+	clk.Set(j.Next)
 	m := out.wait(t)
 	if m.Text != "loop" || !m.At.Equal(j.Next) {
 		t.Fatalf("sent %+v; want %q at %v", m, "loop", j.Next)

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"agent/pkg/scheduler"
+	"agent/pkg/clock"
 )
 
 // NextDaily is the first hour:minute in loc strictly after now. On a day
@@ -23,21 +23,21 @@ func NextDaily(now time.Time, hour, minute int, loc *time.Location) time.Time {
 const maxSleep = time.Hour
 
 // Daily calls fn once a day at hour:minute in loc until ctx ends. It
-// waits on clock's timers (at most an hour at a time, re-reading the
+// waits on clk's timers (at most an hour at a time, re-reading the
 // clock, so a clock jump neither skips nor repeats a day).
-func Daily(ctx context.Context, clock scheduler.Clock, loc *time.Location, hour, minute int, fn func(ctx context.Context)) {
-	next := NextDaily(clock.Now(), hour, minute, loc)
+func Daily(ctx context.Context, clk clock.Clock, loc *time.Location, hour, minute int, fn func(ctx context.Context)) {
+	next := NextDaily(clk.Now(), hour, minute, loc)
 	for {
-		wait := next.Sub(clock.Now())
+		wait := next.Sub(clk.Now())
 		if wait <= 0 {
 			fn(ctx)
 			if ctx.Err() != nil {
 				return
 			}
-			next = NextDaily(clock.Now(), hour, minute, loc)
+			next = NextDaily(clk.Now(), hour, minute, loc)
 			continue
 		}
-		t := clock.NewTimer(min(wait, maxSleep))
+		t := clk.NewTimer(min(wait, maxSleep))
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -45,7 +45,7 @@ func Daily(ctx context.Context, clock scheduler.Clock, loc *time.Location, hour,
 		case <-t.C():
 		}
 		// A backwards jump of more than a day: plan from the new time.
-		if now := clock.Now(); next.Sub(now) > 24*time.Hour {
+		if now := clk.Now(); next.Sub(now) > 24*time.Hour {
 			next = NextDaily(now, hour, minute, loc)
 		}
 	}

@@ -8,10 +8,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"agent/pkg/clock"
 	"agent/pkg/errlog"
 	"agent/pkg/scheduler"
 	"agent/pkg/store"
@@ -241,41 +241,17 @@ func TestReportContent(t *testing.T) {
 	}
 }
 
-// fakeClock fires timers when the test advances it.
-type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []*fakeTimer
-	armed  chan struct{}
-}
-
-type fakeTimer struct {
-	at time.Time
-	c  chan time.Time
-}
-
-func (t *fakeTimer) C() <-chan time.Time { return t.c }
-func (t *fakeTimer) Stop() bool          { return true }
-
-func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *fakeClock) NewTimer(d time.Duration) scheduler.Timer {
-	c.mu.Lock()
-	t := &fakeTimer{at: c.now.Add(d), c: make(chan time.Time, 1)}
-	c.timers = append(c.timers, t)
-	c.mu.Unlock()
-	c.armed <- struct{}{}
-	return t
-}
-
-// fire moves the clock to the pending timer's time and fires it.
-func (c *fakeClock) fire() time.Time {
-	<-c.armed
-	c.mu.Lock()
-	t := c.timers[len(c.timers)-1]
-	c.now = t.at
-	c.mu.Unlock()
-	t.c <- t.at
-	return t.at
+// fire waits for Daily's timer, moves clk to its time and returns it.
+func fire(t *testing.T, clk *clock.Fake) time.Time {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if !clk.WaitTimers(1, ctx.Done()) {
+		t.Fatal("Daily set no timer")
+	}
+	at, _ := clk.Next()
+	clk.Set(at)
+	return at
 }
 
 func TestDailyRunsAtNineLocal(t *testing.T) {
@@ -283,20 +259,20 @@ func TestDailyRunsAtNineLocal(t *testing.T) {
 	if err != nil {
 		t.Skip(err)
 	}
-	clk := &fakeClock{now: time.Date(2025, 3, 1, 6, 30, 0, 0, loc), armed: make(chan struct{})}
+	clk := clock.NewFake(time.Date(2025, 3, 1, 6, 30, 0, 0, loc))
 	ran := make(chan time.Time)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go Daily(ctx, clk, loc, 9, 0, func(context.Context) { ran <- clk.Now() })
 	// 06:30 -> 07:30 -> 08:30 -> 09:00 (hour-long waits at most).
 	for i := 0; i < 3; i++ {
-		clk.fire()
+		fire(t, clk)
 	}
 	if got := <-ran; !got.Equal(time.Date(2025, 3, 1, 9, 0, 0, 0, loc)) {
 		t.Fatalf("ran at %v; want 09:00 local", got)
 	}
 	for i := 0; i < 24; i++ {
-		clk.fire()
+		fire(t, clk)
 	}
 	if got := <-ran; !got.Equal(time.Date(2025, 3, 2, 9, 0, 0, 0, loc)) {
 		t.Fatalf("second run at %v; want the next day 09:00", got)
