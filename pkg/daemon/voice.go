@@ -7,10 +7,10 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"slices"
 
 	"agent/pkg/admin"
 	"agent/pkg/asr"
+	"agent/pkg/channel/gate"
 	"agent/pkg/channel/voice"
 	"agent/pkg/config"
 	"agent/pkg/console"
@@ -115,37 +115,20 @@ func (d *Daemon) voiceRecognizer() voice.Recognizer {
 // cannot rest on a claim. The operator talks through the console
 // (agentctl console) instead.
 func (d *Daemon) admitVoice(ctx context.Context, principals []string) (voice.Admission, error) {
-	if len(principals) == 0 {
-		return voice.Admission{}, nil
+	dec, err := gate.Gate{Pairings: d.pairings(), Policy: d.dmPolicy}.Admit(ctx, nil, gate.Request{Principals: principals, RefuseOwnerClaims: true})
+	switch {
+	case err != nil:
+		return voice.Admission{}, err
+	case dec.OwnerClaim:
+		d.logger.Warn("voice hello claims an owner's name; refused", "principal", dec.Principal)
+		return voice.Admission{Reason: dec.Reason + " over voice.token (anyone holding the token could); " +
+			"owners use the web console signed in with agentctl console"}, nil
+	case dec.Verdict == pairing.Allow:
+		return voice.Admission{Allowed: true}, nil
+	case dec.Verdict == pairing.NewCode || dec.Verdict == pairing.Waiting:
+		return voice.Admission{Code: dec.Code}, nil
 	}
-	for _, p := range principals {
-		if slices.Contains(d.config().Agent.Owners, p) {
-			d.logger.Warn("voice hello claims an owner's name; refused", "principal", p)
-			return voice.Admission{Reason: p + " is one of agent.owners: an owner's name cannot be claimed over voice.token " +
-				"(anyone holding the token could); owners use the web console signed in with agentctl console"}, nil
-		}
-	}
-	store, policy := d.pairings(), d.dmPolicy()
-	for _, p := range principals {
-		ok, err := store.Admitted(ctx, policy, p)
-		if err != nil {
-			return voice.Admission{}, err
-		}
-		if ok {
-			continue
-		}
-		v, code, err := store.Decide(ctx, nil, policy, p, "")
-		switch {
-		case err != nil:
-			return voice.Admission{}, err
-		case v == pairing.Allow:
-			continue
-		case v == pairing.NewCode || v == pairing.Waiting:
-			return voice.Admission{Code: code}, nil
-		}
-		return voice.Admission{}, nil
-	}
-	return voice.Admission{Allowed: true}, nil
+	return voice.Admission{}, nil
 }
 
 // stopVoice disconnects the voice clients (their turns in flight are
