@@ -1,0 +1,186 @@
+package wecom
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+
+	"agent/pkg/asr"
+	"agent/pkg/channel"
+	"agent/pkg/tools"
+	wx "agent/pkg/wecom"
+)
+
+// The WeCom app channel as the host sees it (pkg/channel): the callback at
+// /wecom/callback, the inbox processor and the outbox in Run, text through
+// the outbox, media (send_image, send_file, send_video, send_link) through
+// the API's upload and the outbox.
+
+var (
+	_ channel.Channel      = (*App)(nil)
+	_ channel.MediaSender  = (*App)(nil)
+	_ channel.ToolProvider = (*App)(nil)
+)
+
+// sendAttempts is how often the API client itself retries a call (short
+// pauses); the outbox retries beyond that with persisted backoff.
+const sendAttempts = 2
+
+// App is the running WeCom app channel.
+type App struct {
+	host    channel.Host
+	handler *Handler
+	client  *wx.Client
+	inbox   *Inbox
+	outbox  *Outbox
+	proc    *Processor // nil while the conversation pipeline is unavailable
+}
+
+// recognizerSource is what the local models offer voice messages
+// (localmodels.Set); the recogniser is nil until loaded.
+type recognizerSource interface {
+	Recognizer() *asr.Recognizer
+}
+
+// Build makes the channel when wecom.enabled (channel.Build).
+func Build(_ context.Context, h channel.Host) (channel.Channel, error) {
+	cfg := h.Config()
+	if !cfg.WeCom.Enabled {
+		return nil, nil
+	}
+	logger := h.Logger.With("component", "wecom")
+	crypto, err := wx.NewCrypto(cfg.WeCom.Token, cfg.WeCom.EncodingAESKey, cfg.WeCom.CorpID)
+	if err != nil {
+		return nil, err
+	}
+	client := &wx.Client{
+		BaseURL:     cfg.WeCom.APIBase,
+		CorpID:      cfg.WeCom.CorpID,
+		CorpSecret:  cfg.WeCom.CorpSecret,
+		AgentID:     int64(cfg.WeCom.AgentID),
+		Logger:      logger,
+		MaxAttempts: sendAttempts,
+	}
+	c := &App{host: h, client: client, inbox: NewInbox(h.DB, nil)}
+	c.outbox = NewOutbox(h.DB, OutboxConfig{API: client, Logger: logger, Scrub: h.Scrub})
+	c.handler = &Handler{Crypto: crypto, Inbox: c.inbox, Logger: logger}
+	var conv *Processor
+	if h.Assistant != nil && h.Assistant.Conversation() != nil {
+		conv = NewProcessor(ProcessorConfig{
+			Inbox: c.inbox, Outbox: c.outbox, Conversation: h.Assistant.Conversation(),
+			Pairing: h.Gate.Pairings, Policy: h.Gate.Policy,
+			Debounce: cfg.WeCom.Debounce.Duration, Logger: logger,
+			Media: client, Uploads: h.Assistant.Spaces(), ASR: c.recognizer,
+			Vision: func() bool { return h.Config().LLM.Vision },
+		})
+		c.handler.Stored = conv.Wake
+	} else {
+		// Callbacks are still acknowledged and kept; they are answered
+		// once the pipeline starts (after the cause is fixed).
+		logger.Error("wecom messages are stored but not answered: the conversation pipeline is unavailable")
+	}
+	c.proc = conv
+	logger.Info("wecom channel started", "agent_id", cfg.WeCom.AgentID, "debounce", cfg.WeCom.Debounce.Duration,
+		"dm_policy", cfg.Security.DMPolicy)
+	return c, nil
+}
+
+// recognizer is the loaded speech recogniser, or nil.
+func (c *App) recognizer() Recognizer {
+	if src, ok := c.host.Models.(recognizerSource); ok {
+		if r := src.Recognizer(); r != nil {
+			return r
+		}
+	}
+	return nil
+}
+
+// Name is "wecom".
+func (c *App) Name() string { return Channel }
+
+// Routes serve the callback (GET: URL verification, POST: messages).
+func (c *App) Routes() []channel.Route {
+	return []channel.Route{{Pattern: "/wecom/callback", Handler: c.handler}}
+}
+
+// Run runs the inbox processor and the outbox until ctx ends. A turn in
+// flight when ctx ends stays pending and runs again after the restart; a
+// send in flight is recorded.
+func (c *App) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	if c.proc != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.proc.Run(ctx)
+		}()
+	}
+	err := c.outbox.Run(ctx)
+	cancel() // the processor stops with the outbox it feeds
+	wg.Wait()
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("wecom outbox stopped: %w", err)
+	}
+	return nil
+}
+
+// Send queues text for a WeCom user (the message tool, jobs, notices).
+func (c *App) Send(ctx context.Context, to, text string) error {
+	to = strings.TrimPrefix(to, Channel+":")
+	if to == "" || strings.TrimSpace(text) == "" {
+		return errors.New("message: a recipient and a text are required")
+	}
+	return c.outbox.Enqueue(ctx, to, text)
+}
+
+// SendMedia uploads a file (image, file, video) and queues it, or queues a
+// link card, in order with the user's text replies.
+func (c *App) SendMedia(ctx context.Context, to string, m channel.Media) error {
+	to = strings.TrimPrefix(to, Channel+":")
+	out := OutMedia{Kind: m.Kind, Title: m.Title, Description: m.Description, URL: m.URL, PicURL: m.PicURL}
+	if m.Kind != kindLink {
+		if m.Body == nil {
+			return fmt.Errorf("wecom: %s %q without content", m.Kind, m.Name)
+		}
+		id, err := c.client.UploadMedia(ctx, m.Kind, m.Name, m.Body, m.Size)
+		if err != nil {
+			return fmt.Errorf("upload to WeCom failed: %w", err)
+		}
+		out.MediaID = id
+	}
+	return c.deliver(ctx, to, out)
+}
+
+// deliver joins a running turn's replies (Processor.Deliver) or goes to
+// the outbox.
+func (c *App) deliver(ctx context.Context, to string, m OutMedia) error {
+	if c.proc != nil {
+		return c.proc.Deliver(ctx, to, m)
+	}
+	return c.outbox.EnqueueMedia(ctx, to, m)
+}
+
+// Tools are send_image, send_file, send_video and send_link on the
+// callers' folders.
+func (c *App) Tools() []tools.Tool {
+	a := c.host.Assistant
+	if a == nil || a.Spaces() == nil {
+		return nil
+	}
+	return MediaTools(ToolDeps{
+		Open:       a.Spaces().Open,
+		Recipients: a.Recipients(),
+		Upload: func(ctx context.Context, kind, name string, r io.Reader, size int64) (string, error) {
+			return c.client.UploadMedia(ctx, kind, name, r, size)
+		},
+		Deliver: c.deliver,
+	})
+}
+
+// Outbox is the channel's outbox (tests, stats).
+func (c *App) Outbox() *Outbox { return c.outbox }
