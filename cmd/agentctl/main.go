@@ -21,8 +21,8 @@ import (
 	"agent/pkg/buildinfo"
 	"agent/pkg/config"
 	"agent/pkg/doctor"
-	"agent/pkg/embed"
 	"agent/pkg/localmodels"
+	"agent/pkg/onnxrt"
 )
 
 func main() {
@@ -139,7 +139,7 @@ func runDoctor(ctx context.Context, path string, args []string, asJSON bool, std
 	}
 	asJSON = asJSON || *jsonFlag
 	cfg, warns, err := config.Load(path, env)
-	e := doctor.Env{ConfigPath: path, Config: cfg, ConfigErr: err, Warnings: warns, ExeDir: embed.ExeDir()}
+	e := doctor.Env{ConfigPath: path, Config: cfg, ConfigErr: err, Warnings: warns, ExeDir: onnxrt.ExeDir()}
 	if err != nil {
 		e.Config = nil
 	}

@@ -21,6 +21,7 @@ import (
 	"agent/pkg/embed"
 	"agent/pkg/localmodels"
 	"agent/pkg/memory"
+	"agent/pkg/onnxrt"
 	"agent/pkg/statedir"
 	"agent/pkg/store"
 	"agent/pkg/vad"
@@ -219,8 +220,8 @@ func dbFix(err error, path string) string {
 }
 
 func (e Env) checkRuntime(context.Context) Result {
-	cands := embed.Candidates(e.Config.Embedding.OnnxruntimeLib, e.ExeDir)
-	ver, path, err := embed.LoadRuntime(cands)
+	cands := onnxrt.Candidates(e.Config.Embedding.OnnxruntimeLib, e.ExeDir)
+	ver, path, err := onnxrt.Load(cands)
 	if err != nil {
 		return Result{Level: Fail, Detail: err.Error(), Fix: "make deps (developers) or scripts/install.sh (appliances); or set embedding.onnxruntime_lib"}
 	}
@@ -300,7 +301,7 @@ func (e Env) checkVAD(context.Context) Result {
 		return Result{Level: OK, Detail: v.VADModel + " present (not loaded)"}
 	}
 	start := time.Now()
-	m, err := vad.Load(v.VADModel, embed.Candidates(e.Config.Embedding.OnnxruntimeLib, embed.ExeDir()), 1)
+	m, err := vad.Load(v.VADModel, onnxrt.Candidates(e.Config.Embedding.OnnxruntimeLib, onnxrt.ExeDir()), 1)
 	if err != nil {
 		return Result{Level: Fail, Detail: err.Error(), Fix: "scripts/fetch-models.sh vad (re-fetch a damaged model), or voice.vad = \"energy\""}
 	}

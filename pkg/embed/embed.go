@@ -21,12 +21,14 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+
+	"agent/pkg/onnxrt"
 )
 
 // Config configures New. Zero values take the defaults.
 type Config struct {
 	ModelDir    string // holds model.onnx and tokenizer.json
-	LibraryPath string // path to libonnxruntime.so.1; "" = search (see Candidates)
+	LibraryPath string // path to libonnxruntime.so.1; "" = search (see onnxrt.Candidates)
 	Pooling     string // "cls" (bge, default) | "mean" (MiniLM-type)
 	Threads     int    // intra-op threads, default 2
 	MaxTokens   int    // default 512 (including [CLS]/[SEP])
@@ -103,10 +105,11 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
-// New loads the tokenizer, ONNX Runtime (see Candidates and LoadRuntime)
-// and the model, checks the model's inputs and outputs, and runs one probe
-// inference to learn the embedding size. Errors wrap ErrModelMissing or
-// ErrRuntimeMissing when a file or the library is missing.
+// New loads the tokenizer, ONNX Runtime (see onnxrt.Candidates and
+// onnxrt.Load) and the model, checks the model's inputs and outputs, and
+// runs one probe inference to learn the embedding size. Errors wrap
+// ErrModelMissing or onnxrt.ErrRuntimeMissing when a file or the library
+// is missing.
 func New(cfg Config, logger *slog.Logger) (*Embedder, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -132,9 +135,9 @@ func New(cfg Config, logger *slog.Logger) (*Embedder, error) {
 	if cfg.MaxTokens < tok.Specials()+1 {
 		return nil, fmt.Errorf("embed: max tokens %d leaves no room for text besides the %d special tokens", cfg.MaxTokens, tok.Specials())
 	}
-	version, libPath, err := LoadRuntime(Candidates(cfg.LibraryPath, ExeDir()))
+	version, libPath, err := onnxrt.Load(onnxrt.Candidates(cfg.LibraryPath, onnxrt.ExeDir()))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("embed: %w", err)
 	}
 	if cfg.LibraryPath != "" && libPath != cfg.LibraryPath {
 		logger.Warn("ONNX Runtime was already loaded from another path; the configured one is not used",
@@ -219,7 +222,7 @@ func (e *Embedder) Tokenizer() *Tokenizer { return e.tok }
 
 // Close releases the model. Calls of Embed in flight finish first; later
 // ones return ErrClosed. The ONNX Runtime environment stays loaded (see
-// LoadRuntime).
+// onnxrt.Load).
 func (e *Embedder) Close() error {
 	e.closeMu.Lock()
 	defer e.closeMu.Unlock()

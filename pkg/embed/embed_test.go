@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -15,69 +14,6 @@ import (
 	"sync"
 	"testing"
 )
-
-func TestCandidates(t *testing.T) {
-	tests := []struct {
-		configured, exeDir string
-		want               []string
-	}{
-		{"/opt/ort/libonnxruntime.so.1", "/usr/bin", []string{"/opt/ort/libonnxruntime.so.1"}},
-		{"", "/opt/agent/bin", []string{"/opt/agent/bin/lib/libonnxruntime.so.1", "/opt/agent/lib/libonnxruntime.so.1", "libonnxruntime.so.1"}},
-		{"", "", []string{"libonnxruntime.so.1"}},
-	}
-	for _, tt := range tests {
-		if got := Candidates(tt.configured, tt.exeDir); !slices.Equal(got, tt.want) {
-			t.Errorf("Candidates(%q, %q) = %q, want %q", tt.configured, tt.exeDir, got, tt.want)
-		}
-	}
-}
-
-// TestLoadRuntimeMissing runs in a fresh process, as ONNX Runtime is
-// process-global and other tests load it.
-func TestLoadRuntimeMissing(t *testing.T) {
-	if os.Getenv("EMBED_TEST_CHILD") == "missing-runtime" {
-		_, _, err := LoadRuntime([]string{"/nonexistent/lib/libonnxruntime.so.1", "libno-such-onnxruntime.so.1"})
-		switch {
-		case err == nil:
-			fmt.Println("FAIL: no error")
-		case !errors.Is(err, ErrRuntimeMissing):
-			fmt.Println("FAIL: not ErrRuntimeMissing:", err)
-		case !strings.Contains(err.Error(), "/nonexistent/lib/libonnxruntime.so.1: not found") ||
-			!strings.Contains(err.Error(), "libno-such-onnxruntime.so.1:") ||
-			!strings.Contains(err.Error(), "make deps"):
-			fmt.Println("FAIL: message lacks the paths or the fix:", err)
-		default:
-			fmt.Println("OK:", err)
-		}
-		return
-	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestLoadRuntimeMissing$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "EMBED_TEST_CHILD=missing-runtime")
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "OK:") {
-		t.Fatalf("child: %v\n%s", err, out)
-	}
-	t.Logf("%s", strings.SplitN(string(out), "\n", 2)[0])
-}
-
-func TestLoadRuntimeIdempotent(t *testing.T) {
-	lib := needRuntime(t)
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			v, p, err := LoadRuntime([]string{"/ignored/because/already/loaded.so"})
-			if err != nil || v == "" || p == "" {
-				t.Errorf("LoadRuntime again: %q %q %v", v, p, err)
-			}
-		})
-	}
-	wg.Wait()
-	v, p, _ := LoadRuntime(nil)
-	if p != lib && p != "(initialised elsewhere)" {
-		t.Errorf("loaded from %q, want %q", p, lib)
-	}
-	t.Logf("ONNX Runtime %s from %s", v, p)
-}
 
 func TestNewErrors(t *testing.T) {
 	fix := fixtureDir(t)

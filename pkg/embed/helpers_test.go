@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"agent/pkg/embed/embedtest"
+	"agent/pkg/onnxrt"
 )
 
 var (
@@ -21,17 +22,11 @@ var (
 	ortLibrary    = embedtest.ORTLibrary
 )
 
-func TestLibraryNameMatchesEmbedtest(t *testing.T) {
-	if LibraryName != embedtest.LibraryName {
-		t.Fatalf("embed.LibraryName %q, embedtest.LibraryName %q", LibraryName, embedtest.LibraryName)
-	}
-}
-
 // needRuntime loads ONNX Runtime for the test process.
 func needRuntime(t testing.TB) string {
 	t.Helper()
 	lib := ortLibrary(t)
-	if _, _, err := LoadRuntime([]string{lib}); err != nil {
+	if _, _, err := onnxrt.Load([]string{lib}); err != nil {
 		requireNative(t, "ONNX Runtime ("+err.Error()+")", "`make deps`")
 	}
 	return lib

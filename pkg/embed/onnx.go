@@ -9,95 +9,15 @@ package embed
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
+
+	"agent/pkg/onnxrt"
 
 	ort "github.com/yalue/onnxruntime_go"
 )
 
 type session = ort.DynamicAdvancedSession
-
-// onnxruntime_go keeps one process-global ONNX Runtime environment (the
-// loaded library and its OrtEnv): a limitation of that library, not a
-// choice of ours. Loading it is therefore global too; this is the only
-// package-level mutable state here, and it exists to make LoadRuntime
-// idempotent and safe for concurrent use.
-var runtimeState struct {
-	sync.Mutex
-	loaded        bool
-	path, version string
-}
-
-// LoadRuntime initialises ONNX Runtime from the first of paths that loads
-// and returns its version and path. Later calls return the same result
-// without loading anything (the environment lives for the rest of the
-// process); after a failure a later call tries again. If another package
-// initialised onnxruntime_go first, that environment is used and path is
-// reported as "(initialised elsewhere)". The error wraps ErrRuntimeMissing
-// and lists what was tried.
-func LoadRuntime(paths []string) (version string, path string, err error) {
-	runtimeState.Lock()
-	defer runtimeState.Unlock()
-	if runtimeState.loaded {
-		return runtimeState.version, runtimeState.path, nil
-	}
-	if ort.IsInitialized() {
-		runtimeState.loaded = true
-		runtimeState.path = "(initialised elsewhere)"
-		runtimeState.version = ort.GetVersion()
-		return runtimeState.version, runtimeState.path, nil
-	}
-	if len(paths) == 0 {
-		paths = Candidates("", "")
-	}
-	var tried []string
-	for _, p := range paths {
-		if strings.ContainsRune(p, filepath.Separator) {
-			if _, err := os.Stat(p); err != nil {
-				tried = append(tried, p+": not found")
-				continue
-			}
-		}
-		ort.SetSharedLibraryPath(p)
-		if err := ort.InitializeEnvironment(ort.WithLogLevelError()); err != nil {
-			msg := err.Error()
-			if strings.Contains(msg, "ORT API base") {
-				msg += " (the library is older than ONNX Runtime 1.24 / C API 24, which github.com/yalue/onnxruntime_go v1.27 needs)"
-			}
-			tried = append(tried, p+": "+msg)
-			continue
-		}
-		runtimeState.loaded = true
-		runtimeState.path = p
-		runtimeState.version = ort.GetVersion()
-		return runtimeState.version, runtimeState.path, nil
-	}
-	return "", "", fmt.Errorf("embed: %w (tried %s)", ErrRuntimeMissing, strings.Join(tried, "; "))
-}
-
-// ConfigureSession sets the options every ONNX Runtime session of the
-// agent uses: threads intra-op threads, sequential execution, and no
-// spinning of idle worker threads.
-func ConfigureSession(opts *ort.SessionOptions, threads int) error {
-	if err := opts.SetIntraOpNumThreads(threads); err != nil {
-		return err
-	}
-	if err := opts.SetInterOpNumThreads(1); err != nil {
-		return err
-	}
-	if err := opts.SetExecutionMode(ort.ExecutionModeSequential); err != nil {
-		return err
-	}
-	// Idle worker threads would otherwise spin for a while after each run,
-	// burning a core that whisper or the agent could use.
-	if err := opts.AddSessionConfigEntry("session.intra_op.allow_spinning", "0"); err != nil {
-		return err
-	}
-	return opts.SetLogSeverityLevel(ort.LoggingLevelError)
-}
 
 // openSession reads the model's signature (see inspect) and creates the
 // ONNX Runtime session.
@@ -110,7 +30,7 @@ func (e *Embedder) openSession(modelPath string) error {
 		return fmt.Errorf("embed: session options: %w", err)
 	}
 	defer opts.Destroy()
-	if err := ConfigureSession(opts, e.cfg.Threads); err != nil {
+	if err := onnxrt.ConfigureSession(opts, e.cfg.Threads); err != nil {
 		return fmt.Errorf("embed: session options: %w", err)
 	}
 	e.session, err = ort.NewDynamicAdvancedSession(modelPath, e.inputs, []string{e.output}, opts)

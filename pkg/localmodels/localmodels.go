@@ -18,6 +18,7 @@ import (
 	"agent/pkg/asr"
 	"agent/pkg/config"
 	"agent/pkg/embed"
+	"agent/pkg/onnxrt"
 	"agent/pkg/vad"
 )
 
@@ -78,7 +79,7 @@ func (s *Set) Load(ctx context.Context, cfg *config.Config, logger *slog.Logger)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			m, err := vad.Load(cfg.Voice.VADModel, embed.Candidates(cfg.Embedding.OnnxruntimeLib, embed.ExeDir()), 1)
+			m, err := vad.Load(cfg.Voice.VADModel, onnxrt.Candidates(cfg.Embedding.OnnxruntimeLib, onnxrt.ExeDir()), 1)
 			switch {
 			case err == nil:
 				s.mu.Lock()

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"agent/pkg/audio"
-	"agent/pkg/embed"
+	"agent/pkg/onnxrt"
 	"agent/pkg/vad/vadtest"
 )
 
@@ -43,7 +43,7 @@ func model(t testing.TB) *Model {
 	t.Helper()
 	lib, path := ortLibrary(t), modelPath(t)
 	shared.once.Do(func() { shared.model, shared.err = Load(path, []string{lib}, 1) })
-	if errors.Is(shared.err, embed.ErrRuntimeMissing) {
+	if errors.Is(shared.err, onnxrt.ErrRuntimeMissing) {
 		requireNative(t, "ONNX Runtime ("+shared.err.Error()+")", "`make deps` (and cgo)")
 	}
 	if shared.err != nil {

@@ -12,7 +12,7 @@ import (
 	"io/fs"
 	"os"
 
-	"agent/pkg/embed"
+	"agent/pkg/onnxrt"
 
 	ort "github.com/yalue/onnxruntime_go"
 )
@@ -22,11 +22,11 @@ import (
 type session = ort.DynamicAdvancedSession
 
 // Load loads the Silero VAD v5 model at modelPath, initialising ONNX
-// Runtime from the first loadable of ortLibPaths (nil: embed.Candidates'
-// defaults; a runtime already loaded by agent/pkg/embed is reused, see
-// embed.LoadRuntime). threads is ONNX Runtime's intra-op thread count per
-// run (<= 0: 1, which suits a model this small). Errors wrap
-// ErrModelMissing, ErrInvalidModel or embed.ErrRuntimeMissing.
+// Runtime from the first loadable of ortLibPaths (nil: onnxrt.Candidates'
+// defaults; a runtime already loaded, by agent/pkg/embed for instance, is
+// reused, see onnxrt.Load). threads is ONNX Runtime's intra-op thread
+// count per run (<= 0: 1, which suits a model this small). Errors wrap
+// ErrModelMissing, ErrInvalidModel or onnxrt.ErrRuntimeMissing.
 func Load(modelPath string, ortLibPaths []string, threads int) (*Model, error) {
 	if threads <= 0 {
 		threads = 1
@@ -34,7 +34,7 @@ func Load(modelPath string, ortLibPaths []string, threads int) (*Model, error) {
 	if err := checkFile(modelPath); err != nil {
 		return nil, err
 	}
-	if _, _, err := embed.LoadRuntime(ortLibPaths); err != nil {
+	if _, _, err := onnxrt.Load(ortLibPaths); err != nil {
 		return nil, fmt.Errorf("vad: %w", err)
 	}
 	if err := checkSignature(modelPath); err != nil {
@@ -45,7 +45,7 @@ func Load(modelPath string, ortLibPaths []string, threads int) (*Model, error) {
 		return nil, fmt.Errorf("vad: session options: %w", err)
 	}
 	defer opts.Destroy()
-	if err := embed.ConfigureSession(opts, threads); err != nil {
+	if err := onnxrt.ConfigureSession(opts, threads); err != nil {
 		return nil, fmt.Errorf("vad: session options: %w", err)
 	}
 	s, err := ort.NewDynamicAdvancedSession(modelPath,

@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"os"
 
-	"agent/pkg/embed"
+	"agent/pkg/onnxrt"
 )
 
 // Without cgo there is no ONNX Runtime: Load fails with
-// embed.ErrRuntimeMissing (after reporting a missing model file, which is
+// onnxrt.ErrRuntimeMissing (after reporting a missing model file, which is
 // the first thing to fix either way).
 
 var errNoCgo = errors.New("this binary was built without cgo (CGO_ENABLED=0), which ONNX Runtime needs")
@@ -28,9 +28,9 @@ func Load(modelPath string, ortLibPaths []string, threads int) (*Model, error) {
 	if _, err := os.Stat(modelPath); err != nil {
 		return nil, fmt.Errorf("vad: %s not found: %w", modelPath, ErrModelMissing)
 	}
-	return nil, fmt.Errorf("vad: %w: %w", embed.ErrRuntimeMissing, errNoCgo)
+	return nil, fmt.Errorf("vad: %w: %w", onnxrt.ErrRuntimeMissing, errNoCgo)
 }
 
 func (m *Model) run(input, state, stateN, out []float32) error {
-	return fmt.Errorf("vad: %w: %w", embed.ErrRuntimeMissing, errNoCgo)
+	return fmt.Errorf("vad: %w: %w", onnxrt.ErrRuntimeMissing, errNoCgo)
 }

@@ -1,7 +1,7 @@
 // Package vad detects voice activity with the Silero VAD v5 model
 // (silero_vad_v5.onnx) run by ONNX Runtime through
 // github.com/yalue/onnxruntime_go, sharing the process-wide runtime that
-// agent/pkg/embed loads.
+// agent/pkg/onnxrt loads (for agent/pkg/embed too).
 //
 // A Model is loaded once and shared; each audio stream (one per voice
 // connection) gets its own Stream, which carries the model's recurrent state

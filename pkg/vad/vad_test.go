@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"agent/pkg/embed"
 	"agent/pkg/embed/embedtest"
+	"agent/pkg/onnxrt"
 )
 
 const (
@@ -482,9 +482,9 @@ func TestRuntimeMissing(t *testing.T) {
 		if err := os.WriteFile(model, []byte("x"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		_, err := Load(model, []string{filepath.Join(t.TempDir(), embed.LibraryName)}, 1)
-		if !errors.Is(err, embed.ErrRuntimeMissing) {
-			t.Fatalf("Load = %v; want embed.ErrRuntimeMissing", err)
+		_, err := Load(model, []string{filepath.Join(t.TempDir(), onnxrt.LibraryName)}, 1)
+		if !errors.Is(err, onnxrt.ErrRuntimeMissing) {
+			t.Fatalf("Load = %v; want onnxrt.ErrRuntimeMissing", err)
 		}
 		return
 	}

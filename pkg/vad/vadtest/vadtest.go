@@ -9,17 +9,18 @@ import (
 	"path/filepath"
 	"testing"
 
-	"agent/pkg/embed/embedtest"
+	"agent/pkg/onnxrt/onnxrttest"
 )
 
 // ModelFile is the model's file name (vad.ModelFile).
 const ModelFile = "silero_vad_v5.onnx"
 
-// RequireNative, RepoRoot and ORTLibrary are embedtest's.
+// RequireNative, RepoRoot and ORTLibrary are onnxrttest's RequireNative,
+// RepoRoot and Library.
 var (
-	RequireNative = embedtest.RequireNative
-	RepoRoot      = embedtest.RepoRoot
-	ORTLibrary    = embedtest.ORTLibrary
+	RequireNative = onnxrttest.RequireNative
+	RepoRoot      = onnxrttest.RepoRoot
+	ORTLibrary    = onnxrttest.Library
 )
 
 // ModelPath is AGENT_VAD_MODEL or <repo>/.deps/models/silero_vad_v5.onnx.

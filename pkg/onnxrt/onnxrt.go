@@ -1,4 +1,8 @@
-package embed
+// Package onnxrt finds and loads the ONNX Runtime shared library
+// (libonnxruntime.so.1) once per process, for every package that runs an
+// ONNX model (agent/pkg/embed, agent/pkg/vad), and configures their
+// sessions alike. It is a leaf: it imports no other package of the agent.
+package onnxrt
 
 import (
 	"errors"
