@@ -139,7 +139,7 @@ func TestWeComExactlyOnceAcrossKill9(t *testing.T) {
 	defer db.Close()
 	waitFor("the outbox to drain", func() bool {
 		var pending int
-		if err := db.QueryRowContext(context.Background(), `SELECT count(*) FROM wecom_outbox WHERE state IN (0, 3)`).Scan(&pending); err != nil {
+		if err := db.QueryRowContext(context.Background(), `SELECT count(*) FROM outbox WHERE channel = 'wecom' AND state IN (0, 3)`).Scan(&pending); err != nil {
 			return false
 		}
 		return pending == 0 && floodDelivered() >= users

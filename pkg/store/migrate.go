@@ -200,6 +200,58 @@ CREATE TABLE error_log (
 ALTER TABLE wecom_outbox ADD COLUMN first_try_at INTEGER;
 ALTER TABLE wecom_outbox ADD COLUMN dup_window INTEGER NOT NULL DEFAULT 0;
 CREATE INDEX wecom_outbox_tried ON wecom_outbox(to_user, first_try_at) WHERE first_try_at IS NOT NULL;`},
+	// pkg/channel/mailbox: the inbox and outbox of every channel, keyed by
+	// channel, with the columns (and meaning) of wecom_inbox and
+	// wecom_outbox; dedup keys are unique per channel. Every WeCom row is
+	// copied as it is (same id, state, attempts, times, duplicate-check
+	// stamp) with channel 'wecom', the AUTOINCREMENT counters are carried
+	// over (an id is never handed out twice), and the old tables are
+	// dropped: one transaction, like every step.
+	{Name: "mailbox", SQL: `
+CREATE TABLE inbox (
+	id          INTEGER PRIMARY KEY AUTOINCREMENT,
+	channel     TEXT    NOT NULL,
+	dedup_key   TEXT    NOT NULL,
+	sender      TEXT    NOT NULL,
+	chat_id     TEXT    NOT NULL DEFAULT '',
+	msg_type    TEXT    NOT NULL,
+	content     TEXT    NOT NULL DEFAULT '',
+	raw         TEXT    NOT NULL DEFAULT '',
+	received_at INTEGER NOT NULL,
+	state       INTEGER NOT NULL DEFAULT 0,
+	done_at     INTEGER,
+	UNIQUE (channel, dedup_key)
+) STRICT;
+CREATE INDEX inbox_pending ON inbox(channel, id) WHERE state = 0;
+CREATE TABLE outbox (
+	id           INTEGER PRIMARY KEY AUTOINCREMENT,
+	channel      TEXT    NOT NULL,
+	to_user      TEXT    NOT NULL,
+	msg_type     TEXT    NOT NULL DEFAULT 'text',
+	content      TEXT    NOT NULL,
+	created_at   INTEGER NOT NULL,
+	state        INTEGER NOT NULL DEFAULT 0,
+	attempts     INTEGER NOT NULL DEFAULT 0,
+	next_at      INTEGER NOT NULL DEFAULT 0,
+	last_error   TEXT    NOT NULL DEFAULT '',
+	sent_at      INTEGER,
+	first_try_at INTEGER,
+	dup_window   INTEGER NOT NULL DEFAULT 0
+) STRICT;
+CREATE INDEX outbox_pending ON outbox(channel, to_user, id) WHERE state IN (0, 3);
+CREATE INDEX outbox_tried ON outbox(channel, to_user, first_try_at) WHERE first_try_at IS NOT NULL;
+INSERT INTO inbox(id, channel, dedup_key, sender, chat_id, msg_type, content, raw, received_at, state, done_at)
+	SELECT id, 'wecom', dedup_key, sender, chat_id, msg_type, content, raw, received_at, state, done_at
+	FROM wecom_inbox ORDER BY id;
+INSERT INTO outbox(id, channel, to_user, msg_type, content, created_at, state, attempts, next_at, last_error, sent_at, first_try_at, dup_window)
+	SELECT id, 'wecom', to_user, msg_type, content, created_at, state, attempts, next_at, last_error, sent_at, first_try_at, dup_window
+	FROM wecom_outbox ORDER BY id;
+DELETE FROM sqlite_sequence WHERE name IN ('inbox', 'outbox');
+INSERT INTO sqlite_sequence(name, seq) VALUES
+	('inbox', max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'wecom_inbox'), 0), coalesce((SELECT max(id) FROM inbox), 0))),
+	('outbox', max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'wecom_outbox'), 0), coalesce((SELECT max(id) FROM outbox), 0)));
+DROP TABLE wecom_inbox;
+DROP TABLE wecom_outbox;`},
 }
 
 // SchemaVersion is the version this binary writes.

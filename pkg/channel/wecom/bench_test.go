@@ -82,7 +82,7 @@ func BenchmarkCallbackAck(b *testing.B) {
 		return false
 	})
 	var n int
-	if err := r.db.QueryRow(`SELECT count(*) FROM wecom_inbox WHERE dedup_key LIKE 'msg:bench%'`).Scan(&n); err != nil || n != b.N {
+	if err := r.db.QueryRow(`SELECT count(*) FROM inbox WHERE dedup_key LIKE 'msg:bench%'`).Scan(&n); err != nil || n != b.N {
 		b.Fatalf("inbox holds %d of %d acknowledged messages (%v)", n, b.N, err)
 	}
 	slices.Sort(lat)
@@ -145,13 +145,13 @@ func FuzzCallback(f *testing.F) {
 			body = env
 		}
 		var before int
-		st.DB().QueryRow(`SELECT count(*) FROM wecom_inbox`).Scan(&before)
+		st.DB().QueryRow(`SELECT count(*) FROM inbox`).Scan(&before)
 		req := httptest.NewRequest(http.MethodPost, "/wecom/callback", bytes.NewReader(body))
 		req.URL.RawQuery = rawQuery
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		var after int
-		st.DB().QueryRow(`SELECT count(*) FROM wecom_inbox`).Scan(&after)
+		st.DB().QueryRow(`SELECT count(*) FROM inbox`).Scan(&after)
 		switch {
 		case rec.Code == 200:
 		case rec.Code >= 400 && rec.Code < 500:

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"agent/pkg/clock"
 	"agent/pkg/conversation"
 	"agent/pkg/pairing"
 	"agent/pkg/store"
@@ -40,57 +41,13 @@ func mustCrypto(tb testing.TB) *wx.Crypto {
 	return c
 }
 
-// fakeClock is a settable clock whose timers fire on Advance.
-type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []fakeTimer
-}
-
-type fakeTimer struct {
-	at time.Time
-	ch chan time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{now: time.Unix(1_700_000_000, 0)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) After(d time.Duration) <-chan time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ch := make(chan time.Time, 1)
-	if d <= 0 {
-		ch <- c.now
-		return ch
-	}
-	c.timers = append(c.timers, fakeTimer{at: c.now.Add(d), ch: ch})
-	return ch
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	keep := c.timers[:0]
-	for _, t := range c.timers {
-		if !t.at.After(c.now) {
-			t.ch <- c.now
-			continue
-		}
-		keep = append(keep, t)
-	}
-	c.timers = keep
-}
+// newFakeClock is a clock the test moves by hand (timers fire on Advance).
+func newFakeClock() *clock.Fake { return clock.NewFake(time.Unix(1_700_000_000, 0)) }
 
 // eventually polls cond, advancing the fake clock by step each time, until
 // it holds or a real-time deadline passes (a hung test, not a timing
 // assertion).
-func eventually(t *testing.T, clk *fakeClock, step time.Duration, what string, cond func() bool) {
+func eventually(t *testing.T, clk *clock.Fake, step time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for !cond() {
@@ -150,7 +107,7 @@ type rig struct {
 	path    string
 	st      *store.Store
 	db      *sql.DB
-	clock   *fakeClock
+	clock   *clock.Fake
 	api     *wecomtest.Server
 	client  *wx.Client
 	crypto  *wx.Crypto

@@ -18,43 +18,38 @@ import (
 	"strings"
 	"time"
 
+	"agent/pkg/channel/mailbox"
+	"agent/pkg/clock"
 	wx "agent/pkg/wecom"
 )
 
-// Inbox row states.
+// Inbox row states (mailbox.In*).
 const (
-	inboxPending = 0
-	inboxDone    = 1
-	inboxIgnored = 2
+	inboxPending = mailbox.InPending
+	inboxDone    = mailbox.InDone
+	inboxIgnored = mailbox.InIgnored
 )
 
-// Clock is the time source of the channel; tests inject a fake one.
-type Clock interface {
-	Now() time.Time
-	// After fires once d has passed.
-	After(d time.Duration) <-chan time.Time
-}
-
-type realClock struct{}
-
-func (realClock) Now() time.Time                         { return time.Now() }
-func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+// Clock is the time source of the channel (clock.Clock); tests inject a
+// *clock.Fake.
+type Clock = clock.Clock
 
 // RealClock is the wall clock.
-var RealClock Clock = realClock{}
+var RealClock Clock = clock.Real()
 
-// Inbox is the persisted queue of received messages (table wecom_inbox).
+// Inbox is the persisted queue of received WeCom messages (the mailbox
+// inbox, channel "wecom").
 type Inbox struct {
-	db    *sql.DB
-	clock Clock
+	db *sql.DB
+	mb *mailbox.Inbox
 }
 
-// NewInbox returns the inbox on db; clock is RealClock when nil.
-func NewInbox(db *sql.DB, clock Clock) *Inbox {
-	if clock == nil {
-		clock = RealClock
+// NewInbox returns the inbox on db; clk is RealClock when nil.
+func NewInbox(db *sql.DB, clk Clock) *Inbox {
+	if clk == nil {
+		clk = RealClock
 	}
-	return &Inbox{db: db, clock: clock}
+	return &Inbox{db: db, mb: mailbox.NewInbox(db, Channel, clk)}
 }
 
 // Put stores m unless a message with the same DedupKey is already there.
@@ -69,17 +64,8 @@ func (in *Inbox) Put(ctx context.Context, m *wx.Message) (bool, error) {
 	if m.MsgType == wx.MsgEvent {
 		state = inboxIgnored
 	}
-	res, err := in.db.ExecContext(ctx, `INSERT INTO wecom_inbox(dedup_key, sender, chat_id, msg_type, content, raw, received_at, state)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(dedup_key) DO NOTHING`,
-		m.DedupKey(), m.FromUserName, m.ChatID, m.MsgType, TurnText(m), string(raw), in.clock.Now().UnixMilli(), state)
-	if err != nil {
-		return false, fmt.Errorf("wecom inbox: store %s: %w", m.DedupKey(), err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return false, fmt.Errorf("wecom inbox: store %s: %w", m.DedupKey(), err)
-	}
-	return n == 1, nil
+	return in.mb.Put(ctx, mailbox.Received{DedupKey: m.DedupKey(), Sender: m.FromUserName, ChatID: m.ChatID,
+		Kind: m.MsgType, Content: TurnText(m), Raw: string(raw), State: state})
 }
 
 // Known reports whether MsgType is one the channel handles.
@@ -134,40 +120,22 @@ type row struct {
 
 // pending returns the pending rows in arrival order.
 func (in *Inbox) pending(ctx context.Context) ([]row, error) {
-	rows, err := in.db.QueryContext(ctx, `SELECT id, sender, chat_id, msg_type, content, raw, received_at
-		FROM wecom_inbox WHERE state = 0 ORDER BY id`)
+	rows, err := in.mb.Pending(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("wecom inbox: pending: %w", err)
+		return nil, err
 	}
-	defer rows.Close()
-	var out []row
-	for rows.Next() {
-		var r row
-		var ms int64
-		if err := rows.Scan(&r.id, &r.sender, &r.chatID, &r.msgType, &r.content, &r.raw, &ms); err != nil {
-			return nil, fmt.Errorf("wecom inbox: pending: %w", err)
-		}
-		r.received = time.UnixMilli(ms)
-		out = append(out, r)
+	out := make([]row, len(rows))
+	for i, r := range rows {
+		out[i] = row{id: r.ID, sender: r.Sender, chatID: r.ChatID, msgType: r.Kind, content: r.Content, raw: r.Raw, received: r.Received}
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // mark sets the state of rows inside tx.
-func mark(ctx context.Context, tx *sql.Tx, state int, at time.Time, rows []row) error {
-	if len(rows) == 0 {
-		return nil
-	}
-	args := make([]any, 0, len(rows)+2)
-	args = append(args, state, at.UnixMilli())
-	marks := make([]string, len(rows))
+func (in *Inbox) mark(ctx context.Context, tx *sql.Tx, state int, at time.Time, rows []row) error {
+	ids := make([]int64, len(rows))
 	for i, r := range rows {
-		marks[i] = "?"
-		args = append(args, r.id)
+		ids[i] = r.id
 	}
-	_, err := tx.ExecContext(ctx, `UPDATE wecom_inbox SET state = ?, done_at = ? WHERE id IN (`+strings.Join(marks, ",")+`)`, args...)
-	if err != nil {
-		return fmt.Errorf("wecom inbox: mark: %w", err)
-	}
-	return nil
+	return in.mb.Mark(ctx, tx, state, at, ids...)
 }

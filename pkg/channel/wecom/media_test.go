@@ -87,7 +87,7 @@ func TestInboundImage(t *testing.T) {
 			pic := pngBytes(t)
 			r.api.PutMedia("IMG1", wecomtest.Media{Kind: "image", Filename: "../../evil.png", ContentType: "image/png", Data: pic})
 			r.ok(mediaMsg("alice", "2001", wx.MsgImage, "IMG1"))
-			if n := r.count(`SELECT count(*) FROM wecom_inbox WHERE msg_type = 'image' AND state = 0 AND raw LIKE '%IMG1%'`); n != 1 {
+			if n := r.count(`SELECT count(*) FROM inbox WHERE msg_type = 'image' AND state = 0 AND raw LIKE '%IMG1%'`); n != 1 {
 				t.Fatalf("image row not stored pending with its media id: %d", n)
 			}
 			r.ok(text("alice", "2002", "what is this?"))
@@ -138,7 +138,7 @@ func TestInboundMediaDownloadFails(t *testing.T) {
 	if !strings.Contains(got[0], "could not get your picture") || !strings.HasPrefix(got[1], "echo: ") || !strings.Contains(got[1], "and hello") {
 		t.Fatalf("replies %q", got)
 	}
-	if n := r.count(`SELECT count(*) FROM wecom_inbox WHERE state = 1`); n != 2 {
+	if n := r.count(`SELECT count(*) FROM inbox WHERE state = 1`); n != 2 {
 		t.Fatalf("%d rows done, want 2", n)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"agent/pkg/clock"
 	"agent/pkg/logging"
 	"agent/pkg/store"
 	wx "agent/pkg/wecom"
@@ -50,7 +51,7 @@ func (h *hangAPI) SendText(ctx context.Context, to, text string, opts ...wx.Send
 type outboxEnv struct {
 	t      *testing.T
 	path   string
-	clock  *fakeClock
+	clock  *clock.Fake
 	api    *wecomtest.Server
 	client *wx.Client
 	logs   *syncBuf
@@ -139,7 +140,7 @@ func (e *outboxEnv) enqueue(to, text string) {
 
 func (e *outboxEnv) drained() bool {
 	var n int
-	if err := e.db.QueryRow(`SELECT count(*) FROM wecom_outbox WHERE state IN (0, 3)`).Scan(&n); err != nil {
+	if err := e.db.QueryRow(`SELECT count(*) FROM outbox WHERE state IN (0, 3)`).Scan(&n); err != nil {
 		return false
 	}
 	return n == 0
@@ -148,7 +149,7 @@ func (e *outboxEnv) drained() bool {
 func (e *outboxEnv) lastError(content string) string {
 	e.t.Helper()
 	var s string
-	if err := e.db.QueryRow(`SELECT last_error FROM wecom_outbox WHERE content = ?`, content).Scan(&s); err != nil {
+	if err := e.db.QueryRow(`SELECT last_error FROM outbox WHERE content = ?`, content).Scan(&s); err != nil {
 		e.t.Fatal(err)
 	}
 	return s
@@ -224,7 +225,7 @@ func TestIdenticalAfterLateAcceptanceDelivered(t *testing.T) {
 	e.enqueue("alice", "OK")
 	eventually(t, e.clock, 10*time.Millisecond, "the first OK", e.drained)
 	// As if its first attempt had been 3 h before WeCom took it.
-	if _, err := e.db.Exec(`UPDATE wecom_outbox SET first_try_at = first_try_at - ?`, (3 * time.Hour).Milliseconds()); err != nil {
+	if _, err := e.db.Exec(`UPDATE outbox SET first_try_at = first_try_at - ?`, (3 * time.Hour).Milliseconds()); err != nil {
 		t.Fatal(err)
 	}
 	e.clock.Advance(time.Hour + time.Minute)
@@ -338,7 +339,7 @@ func TestLostAnswerRetriedByOutboxOnce(t *testing.T) {
 	e.enqueue("alice", "once")
 	eventually(t, e.clock, 100*time.Millisecond, "the retry", e.drained)
 	var attempts int
-	e.db.QueryRow(`SELECT attempts FROM wecom_outbox WHERE content = 'once'`).Scan(&attempts)
+	e.db.QueryRow(`SELECT attempts FROM outbox WHERE content = 'once'`).Scan(&attempts)
 	if n := e.api.Delivered("alice", "once"); n != 1 || attempts != 2 || len(e.api.Dropped()) != 1 {
 		t.Fatalf("delivered %d after %d attempts, dropped %d", n, attempts, len(e.api.Dropped()))
 	}
@@ -362,7 +363,7 @@ func TestLastErrorRedacted(t *testing.T) {
 	e.enqueue("bob", "retried")
 	eventually(t, e.clock, 0, "the retryable failure recorded", func() bool {
 		var s string
-		e.db.QueryRow(`SELECT last_error FROM wecom_outbox WHERE content = 'retried'`).Scan(&s)
+		e.db.QueryRow(`SELECT last_error FROM outbox WHERE content = 'retried'`).Scan(&s)
 		return s != ""
 	})
 	for _, c := range []string{"permanent", "retried"} {

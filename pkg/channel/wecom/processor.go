@@ -342,7 +342,7 @@ func (p *Processor) gate(ctx context.Context, b *batch, user, group string) (han
 	default:
 		p.logger.Info("wecom message dropped by the DM policy", "user", user, "group", group, "verdict", d.Verdict.String(), "messages", len(b.rows))
 	}
-	if err := mark(ctx, tx, inboxIgnored, p.clock.Now(), b.rows); err != nil {
+	if err := p.cfg.Inbox.mark(ctx, tx, inboxIgnored, p.clock.Now(), b.rows); err != nil {
 		return false, err
 	}
 	if err := tx.Commit(); err != nil {
@@ -385,7 +385,7 @@ func (p *Processor) commit(ctx context.Context, b *batch, state int, replies []o
 			return err
 		}
 	}
-	if err := mark(ctx, tx, state, p.clock.Now(), b.rows); err != nil {
+	if err := p.cfg.Inbox.mark(ctx, tx, state, p.clock.Now(), b.rows); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {

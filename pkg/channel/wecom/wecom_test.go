@@ -40,7 +40,7 @@ func TestVerifyURL(t *testing.T) {
 	if code, _ := r.serve(req); code != http.StatusForbidden {
 		t.Fatalf("bad signature: %d, want 403", code)
 	}
-	if n := r.count(`SELECT count(*) FROM wecom_inbox`); n != 0 {
+	if n := r.count(`SELECT count(*) FROM inbox`); n != 0 {
 		t.Fatalf("%d rows stored", n)
 	}
 }
@@ -105,11 +105,11 @@ func TestPersistAckAndDedup(t *testing.T) {
 	r := newRig(t, "")
 	r.policy.Store(&pairing.Policy{Mode: pairing.Open})
 	r.ok(text("alice", "1001", "hello"))
-	if n := r.count(`SELECT count(*) FROM wecom_inbox WHERE dedup_key = 'msg:1001' AND state = 0 AND content = 'hello'`); n != 1 {
+	if n := r.count(`SELECT count(*) FROM inbox WHERE dedup_key = 'msg:1001' AND state = 0 AND content = 'hello'`); n != 1 {
 		t.Fatalf("stored rows: %d", n)
 	}
 	r.ok(text("alice", "1001", "hello")) // WeCom's retry
-	if n := r.count(`SELECT count(*) FROM wecom_inbox`); n != 1 {
+	if n := r.count(`SELECT count(*) FROM inbox`); n != 1 {
 		t.Fatalf("duplicate stored: %d rows", n)
 	}
 	r.start()
@@ -124,7 +124,7 @@ func TestPersistAckAndDedup(t *testing.T) {
 	if turns := r.conv.Turns(); len(turns) != 2 || turns[0].Channel != "wecom" || turns[0].ChatType != conversation.P2P || turns[0].Sender != "alice" {
 		t.Fatalf("turns %+v", turns)
 	}
-	if n := r.count(`SELECT count(*) FROM wecom_inbox WHERE state = 1`); n != 2 {
+	if n := r.count(`SELECT count(*) FROM inbox WHERE state = 1`); n != 2 {
 		t.Fatalf("done rows: %d", n)
 	}
 }
@@ -192,7 +192,7 @@ func TestBadInput(t *testing.T) {
 			t.Errorf("%s: status %d, want %d", c.name, code, c.want)
 		}
 	}
-	if n := r.count(`SELECT count(*) FROM wecom_inbox`); n != 0 {
+	if n := r.count(`SELECT count(*) FROM inbox`); n != 0 {
 		t.Fatalf("bad input stored %d rows", n)
 	}
 	req := httptestRequest(t, "PUT", "/wecom/callback", nil)
@@ -237,7 +237,7 @@ func TestPairingFlow(t *testing.T) {
 	}
 	r.ok(text("stranger", "2", "hello?"))
 	eventually(t, r.clock, time.Second, "the second message handled", func() bool {
-		return r.count(`SELECT count(*) FROM wecom_inbox WHERE state = 0`) == 0
+		return r.count(`SELECT count(*) FROM inbox WHERE state = 0`) == 0
 	})
 	if got := r.sentTo("stranger"); len(got) != 1 || len(r.conv.Turns()) != 0 {
 		t.Fatalf("after a second message: sent %q, turns %d", got, len(r.conv.Turns()))
@@ -255,13 +255,13 @@ func TestPairingFlow(t *testing.T) {
 	r.ok(text("erin", "4", "hi"))
 	r.ok(text("dave", "5", "hi"))
 	eventually(t, r.clock, time.Second, "dave answered", func() bool { return len(r.sentTo("dave")) == 1 })
-	eventually(t, r.clock, time.Second, "erin handled", func() bool { return r.count(`SELECT count(*) FROM wecom_inbox WHERE state = 0`) == 0 })
+	eventually(t, r.clock, time.Second, "erin handled", func() bool { return r.count(`SELECT count(*) FROM inbox WHERE state = 0`) == 0 })
 	if len(r.sentTo("erin")) != 0 {
 		t.Fatal("allowlist answered a stranger")
 	}
 	r.policy.Store(&pairing.Policy{Mode: pairing.Closed, AllowFrom: []string{"*"}})
 	r.ok(text("dave", "6", "hi"))
-	eventually(t, r.clock, time.Second, "dave handled", func() bool { return r.count(`SELECT count(*) FROM wecom_inbox WHERE state = 0`) == 0 })
+	eventually(t, r.clock, time.Second, "dave handled", func() bool { return r.count(`SELECT count(*) FROM inbox WHERE state = 0`) == 0 })
 	if len(r.sentTo("dave")) != 1 {
 		t.Fatal("closed answered")
 	}
@@ -275,7 +275,7 @@ func TestGroupNeedsAllowlist(t *testing.T) {
 	m := text("alice", "1", "in the group")
 	m.ChatID = "chat42"
 	r.ok(m)
-	eventually(t, r.clock, time.Second, "handled", func() bool { return r.count(`SELECT count(*) FROM wecom_inbox WHERE state = 0`) == 0 })
+	eventually(t, r.clock, time.Second, "handled", func() bool { return r.count(`SELECT count(*) FROM inbox WHERE state = 0`) == 0 })
 	if len(r.conv.Turns()) != 0 || len(r.api.Messages()) != 0 {
 		t.Fatal("a group without an allowlist entry was answered")
 	}
@@ -328,7 +328,7 @@ func TestRetryAndTokenExpiry(t *testing.T) {
 	if got := r.sentTo("alice"); got[0] != "one" || got[1] != "two" {
 		t.Fatalf("order %q", got)
 	}
-	if n := r.count(`SELECT attempts FROM wecom_outbox WHERE content = 'one'`); n < 3 {
+	if n := r.count(`SELECT attempts FROM outbox WHERE content = 'one'`); n < 3 {
 		t.Fatalf("attempts of the rate-limited row: %d", n)
 	}
 	tokens := r.api.TokenRequests()
@@ -345,7 +345,7 @@ func TestRetryAndTokenExpiry(t *testing.T) {
 	r.outbox.Enqueue(ctx, "bob", "bad")
 	r.outbox.Enqueue(ctx, "bob", "good")
 	eventually(t, r.clock, time.Second, "the next message", func() bool { return len(r.sentTo("bob")) == 1 })
-	if n := r.count(`SELECT count(*) FROM wecom_outbox WHERE content = 'bad' AND state = 2 AND attempts = 1`); n != 1 {
+	if n := r.count(`SELECT count(*) FROM outbox WHERE content = 'bad' AND state = 2 AND attempts = 1`); n != 1 {
 		t.Fatal("permanent failure not recorded as failed after one attempt")
 	}
 }
@@ -396,7 +396,7 @@ func TestStopMidTurnReprocesses(t *testing.T) {
 	<-started
 	r.stop()
 	close(release)
-	if n := r.count(`SELECT count(*) FROM wecom_inbox WHERE state = 0`); n != 1 {
+	if n := r.count(`SELECT count(*) FROM inbox WHERE state = 0`); n != 1 {
 		t.Fatalf("pending rows after stop: %d", n)
 	}
 	r.conv.answer = nil
