@@ -35,17 +35,18 @@
 //
 // # Secrets
 //
-// The secret keys are llm.api_key, wecom.corp_secret, wecom.token,
-// wecom.encoding_aes_key and voice.token. Each may instead be given as
-// KEY_file = "path" (relative to the config file's directory): the file is
-// read and trailing whitespace trimmed. Setting both KEY and KEY_file is a
-// Problem. For these keys only, a value that is exactly "${VAR}" also
-// honours the container convention VAR_FILE: when VAR_FILE is set (and not
-// empty) the secret is read from the file it names; setting both VAR and
-// VAR_FILE is a Problem. Files of a disabled [wecom] or [voice] are not read.
-// Redacted and Secrets let dumps and logs hide secret values; every
-// mcp_servers.*.env and mcp_servers.*.headers value, and the password of any
-// URL, counts as secret too.
+// A struct tag on the fields below says which values are secrets; it is
+// the only list of them. The secret keys are the strings tagged
+// secret:"true". Each may instead be given as KEY_file = "path" (relative
+// to the config file's directory): the file is read and trailing
+// whitespace trimmed. Setting both KEY and KEY_file is a Problem. For these
+// keys only, a value that is exactly "${VAR}" also honours the container
+// convention VAR_FILE: when VAR_FILE is set (and not empty) the secret is
+// read from the file it names; setting both VAR and VAR_FILE is a Problem.
+// Files of a disabled [wecom] or [voice] are not read. Redacted and Secrets
+// let dumps and logs hide secret values: those of the secret keys, every
+// value of a map tagged secret:"values", and the password of a URL tagged
+// secret:"url".
 //
 // # Paths
 //
@@ -121,8 +122,8 @@ type Server struct {
 // LLM is the [llm] section.
 type LLM struct {
 	Provider   string   `toml:"provider"`
-	BaseURL    string   `toml:"base_url"`
-	APIKey     string   `toml:"api_key"`
+	BaseURL    string   `toml:"base_url" secret:"url"`
+	APIKey     string   `toml:"api_key" secret:"true"`
 	Model      string   `toml:"model"`
 	VoiceModel string   `toml:"voice_model"`
 	Vision     bool     `toml:"vision"`
@@ -173,18 +174,18 @@ type Security struct {
 type WeCom struct {
 	Enabled        bool     `toml:"enabled"`
 	CorpID         string   `toml:"corp_id"`
-	CorpSecret     string   `toml:"corp_secret"`
+	CorpSecret     string   `toml:"corp_secret" secret:"true"`
 	AgentID        int      `toml:"agent_id"`
-	Token          string   `toml:"token"`
-	EncodingAESKey string   `toml:"encoding_aes_key"`
-	APIBase        string   `toml:"api_base"`
+	Token          string   `toml:"token" secret:"true"`
+	EncodingAESKey string   `toml:"encoding_aes_key" secret:"true"`
+	APIBase        string   `toml:"api_base" secret:"url"`
 	Debounce       Duration `toml:"debounce"`
 }
 
 // Voice is the [voice] section.
 type Voice struct {
 	Enabled bool   `toml:"enabled"`
-	Token   string `toml:"token"`
+	Token   string `toml:"token" secret:"true"`
 	// VAD picks the end-of-utterance detector: "auto" (Silero when
 	// VADModel loads, else energy), "silero" or "energy".
 	VAD      string `toml:"vad"`
@@ -200,12 +201,12 @@ type Voice struct {
 
 // MCPServer is one [mcp_servers.NAME] table.
 type MCPServer struct {
-	Transport string            `toml:"transport"` // "stdio" or "http"
-	Command   string            `toml:"command"`   // stdio
-	Args      []string          `toml:"args"`      // stdio
-	Env       map[string]string `toml:"env"`       // stdio; values are secrets
-	URL       string            `toml:"url"`       // http
-	Headers   map[string]string `toml:"headers"`   // http; values are secrets
+	Transport string            `toml:"transport"`               // "stdio" or "http"
+	Command   string            `toml:"command"`                 // stdio
+	Args      []string          `toml:"args"`                    // stdio
+	Env       map[string]string `toml:"env" secret:"values"`     // stdio
+	URL       string            `toml:"url" secret:"url"`        // http
+	Headers   map[string]string `toml:"headers" secret:"values"` // http
 }
 
 // Env looks up an environment variable. Pass OSEnv (os.LookupEnv) in

@@ -11,15 +11,10 @@ import (
 	"github.com/BurntSushi/toml"
 )
 
-// secretKeys are the keys whose values are secrets. Each also accepts
-// KEY_file, and "${VAR}" in them honours VAR_FILE.
-var secretKeys = map[string]bool{
-	"llm.api_key":            true,
-	"wecom.corp_secret":      true,
-	"wecom.token":            true,
-	"wecom.encoding_aes_key": true,
-	"voice.token":            true,
-}
+// isSecretKey reports whether path names a secret key (a string tagged
+// secret:"true", see secretTag): it also accepts KEY_file, and "${VAR}" in
+// it honours VAR_FILE.
+func isSecretKey(path []string) bool { return configSecrets().isKey(path) }
 
 // fileSuffix turns a secret key into the key naming the file that holds it.
 const fileSuffix = "_file"
@@ -55,7 +50,7 @@ type unsetRef struct {
 // pendingSecret is a secret to be read from a file once the whole file has
 // been decoded (so that secrets of disabled sections are not read).
 type pendingSecret struct {
-	key    string   // dotted secret key, e.g. "llm.api_key"
+	secret []string // the secret key's path, e.g. {"llm", "api_key"}
 	path   []string // where a problem is reported
 	shown  string   // key shown in a problem
 	file   string   // path of the file as written
@@ -193,7 +188,7 @@ func (p *parser) decodeTable(path []string, tbl map[string]any, rv reflect.Value
 			p.decodeValue(kp, v, rv.Field(i))
 			continue
 		}
-		if base, ok := strings.CutSuffix(k, fileSuffix); ok && secretKeys[dotted(sub(path, base))] {
+		if base, ok := strings.CutSuffix(k, fileSuffix); ok && isSecretKey(sub(path, base)) {
 			secret := sub(path, base)
 			if _, both := tbl[base]; both {
 				p.problem(secret, "", "set either %s or %s, not both", base, k)
@@ -206,7 +201,7 @@ func (p *parser) decodeTable(path []string, tbl map[string]any, rv reflect.Value
 				continue
 			}
 			p.present[dotted(secret)] = true
-			p.pending = append(p.pending, pendingSecret{key: dotted(secret), path: kp, shown: shown(kp), file: name})
+			p.pending = append(p.pending, pendingSecret{secret: secret, path: kp, shown: shown(kp), file: name})
 			continue
 		}
 		p.unknown(kp, fields)
@@ -355,7 +350,7 @@ func (p *parser) expand(path []string, key, s string) (string, bool) {
 	if key == "" {
 		key = shown(path)
 	}
-	if secretKeys[dotted(path)] {
+	if isSecretKey(path) {
 		if name, ok := soleReference(s); ok {
 			fileVar := name + "_FILE"
 			if file, ok := lookupEnv(p.env, fileVar); ok && file != "" {
@@ -364,7 +359,7 @@ func (p *parser) expand(path []string, key, s string) (string, bool) {
 					p.markBad(path)
 					return "", false
 				}
-				p.pending = append(p.pending, pendingSecret{key: dotted(path), path: path, shown: key, file: file, source: fileVar})
+				p.pending = append(p.pending, pendingSecret{secret: path, path: path, shown: key, file: file, source: fileVar})
 				return "", true
 			}
 		}
@@ -389,7 +384,7 @@ func (p *parser) unknown(path []string, fields map[string]int) {
 	}
 	candidates := slices.Collect(maps.Keys(fields))
 	for k := range fields {
-		if secretKeys[dotted(sub(path[:len(path)-1], k))] {
+		if isSecretKey(sub(path[:len(path)-1], k)) {
 			candidates = append(candidates, k+fileSuffix)
 		}
 	}
@@ -444,7 +439,7 @@ func schemaKeys() []string {
 		}
 		for _, k := range slices.Sorted(maps.Keys(tomlFields(f.Type))) {
 			keys = append(keys, sec+"."+k)
-			if secretKeys[sec+"."+k] {
+			if isSecretKey([]string{sec, k}) {
 				keys = append(keys, sec+"."+k+fileSuffix)
 			}
 		}

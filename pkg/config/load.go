@@ -249,7 +249,7 @@ func (p *parser) finish(c *Config) {
 			continue
 		}
 		hint := ""
-		if secretKeys[dotted(u.path)] {
+		if isSecretKey(u.path) {
 			hint = fmt.Sprintf(" (or set %s_FILE to a file holding it)", u.name)
 		}
 		p.warn(u.path, u.key, "environment variable %s is not set; using \"\"%s", u.name, hint)
@@ -292,7 +292,7 @@ func (p *parser) readSecrets(c *Config) {
 		file := s.file
 		if file == "" {
 			p.problem(s.path, s.shown, "empty file name")
-			p.markBad(strings.Split(s.key, "."))
+			p.markBad(s.secret)
 			continue
 		}
 		if !filepath.IsAbs(file) {
@@ -305,32 +305,15 @@ func (p *parser) readSecrets(c *Config) {
 				from = " (named by $" + s.source + ")"
 			}
 			p.problem(s.path, s.shown, "cannot read secret file %q%s: %v", file, from, err)
-			p.markBad(strings.Split(s.key, "."))
+			p.markBad(s.secret)
 			continue
 		}
 		v := strings.TrimRight(string(data), " \t\r\n")
 		if v == "" {
 			p.warn(s.path, s.shown, "secret file %q is empty", file)
 		}
-		*secretField(c, s.key) = v
+		setString(reflect.ValueOf(c).Elem(), s.secret, v)
 	}
-}
-
-// secretField returns the field that holds the secret key.
-func secretField(c *Config, key string) *string {
-	switch key {
-	case "llm.api_key":
-		return &c.LLM.APIKey
-	case "wecom.corp_secret":
-		return &c.WeCom.CorpSecret
-	case "wecom.token":
-		return &c.WeCom.Token
-	case "wecom.encoding_aes_key":
-		return &c.WeCom.EncodingAESKey
-	case "voice.token":
-		return &c.Voice.Token
-	}
-	return new(string) // unreachable: TestSecretFields keeps secretKeys and this switch in step
 }
 
 // resolvePaths makes path values absolute against the config's directory and

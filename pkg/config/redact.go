@@ -25,9 +25,8 @@ func mask(s string) string {
 }
 
 // Redacted returns the effective configuration as TOML with every secret
-// replaced by "***" (an empty one stays ""): llm.api_key, wecom.corp_secret,
-// wecom.token, wecom.encoding_aes_key, voice.token, every mcp_servers.*.env
-// and mcp_servers.*.headers value, and the password of any URL. The output
+// the struct tags mark (see Secrets in the package documentation) replaced
+// by "***" (an empty one stays ""; of a URL only the password). The output
 // decodes back into a Config equal to the input but for those values.
 func (c *Config) Redacted() string {
 	r := c.redactedCopy()
@@ -81,38 +80,8 @@ func validUTF8(v reflect.Value) {
 
 // redactedCopy is a deep copy of c with secrets masked.
 func (c *Config) redactedCopy() *Config {
-	r := *c
-	r.Agent.Owners = slices.Clone(c.Agent.Owners)
-	r.Security.AllowFrom = slices.Clone(c.Security.AllowFrom)
-	r.LLM.APIKey = mask(c.LLM.APIKey)
-	r.LLM.BaseURL = redactURL(c.LLM.BaseURL)
-	r.WeCom.CorpSecret = mask(c.WeCom.CorpSecret)
-	r.WeCom.Token = mask(c.WeCom.Token)
-	r.WeCom.EncodingAESKey = mask(c.WeCom.EncodingAESKey)
-	r.WeCom.APIBase = redactURL(c.WeCom.APIBase)
-	r.Voice.Token = mask(c.Voice.Token)
-	if c.MCPServers != nil {
-		r.MCPServers = make(map[string]MCPServer, len(c.MCPServers))
-		for name, s := range c.MCPServers {
-			s.Args = slices.Clone(s.Args)
-			s.Env = maskMap(s.Env)
-			s.Headers = maskMap(s.Headers)
-			s.URL = redactURL(s.URL)
-			r.MCPServers[name] = s
-		}
-	}
+	r := configSecrets().redact(reflect.ValueOf(c).Elem(), notSecret).Interface().(Config)
 	return &r
-}
-
-func maskMap(m map[string]string) map[string]string {
-	if m == nil {
-		return nil
-	}
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = mask(v)
-	}
-	return out
 }
 
 // redactURL masks the password of a URL, if it has one.
@@ -150,26 +119,7 @@ func (c *Config) Secrets() []string {
 			set[s] = true
 		}
 	}
-	add(c.LLM.APIKey)
-	add(c.WeCom.CorpSecret)
-	add(c.WeCom.Token)
-	add(c.WeCom.EncodingAESKey)
-	add(c.Voice.Token)
-	urls := []string{c.LLM.BaseURL, c.WeCom.APIBase}
-	for _, s := range c.MCPServers {
-		for _, v := range s.Env {
-			add(v)
-		}
-		for _, v := range s.Headers {
-			add(v)
-		}
-		urls = append(urls, s.URL)
-	}
-	for _, u := range urls {
-		if pw, ok := urlPassword(u); ok {
-			add(pw)
-		}
-	}
+	configSecrets().each(reflect.ValueOf(c).Elem(), add)
 	out := slices.Collect(maps.Keys(set))
 	slices.SortFunc(out, func(a, b string) int {
 		if n := cmp.Compare(len(b), len(a)); n != 0 {
