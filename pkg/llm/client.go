@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"agent/pkg/clock"
 	"agent/pkg/config"
 )
 
@@ -45,14 +46,17 @@ type Config struct {
 	Vision     bool
 	MaxTokens  int
 	// Timeout bounds one HTTP attempt: the whole exchange for Chat, the
-	// wait for the next line for Stream.
+	// wait for the next line for Stream. It is a network timeout and runs
+	// on the wall clock, not on Clock.
 	Timeout time.Duration
 
-	HTTPClient *http.Client                                     // nil: a client with no overall timeout
-	Now        func() time.Time                                 // nil: time.Now
-	Sleep      func(ctx context.Context, d time.Duration) error // nil: a timer that stops on ctx
-	Rand       func() float64                                   // jitter in [0,1); nil: math/rand/v2
-	Logger     *slog.Logger                                     // nil: discard
+	HTTPClient *http.Client // nil: a client with no overall timeout
+	// Clock times the retry policy: the waits between attempts, their
+	// total, Retry-After dates and the breaker's cool-down. nil: the wall
+	// clock.
+	Clock  clock.Clock
+	Rand   func() float64 // jitter in [0,1); nil: math/rand/v2
+	Logger *slog.Logger   // nil: discard
 }
 
 // FromConfig copies the [llm] section into a Config.
@@ -104,8 +108,8 @@ type Client struct {
 	preset  preset
 	url     string
 	http    *http.Client
+	clock   clock.Clock
 	now     func() time.Time
-	sleep   func(context.Context, time.Duration) error
 	rand    func() float64
 	log     *slog.Logger
 	retry   RetryPolicy
@@ -144,8 +148,7 @@ func New(cfg Config, opts ...Option) (*Client, error) {
 		preset:  p,
 		url:     strings.TrimRight(base, "/") + "/chat/completions",
 		http:    cfg.HTTPClient,
-		now:     cfg.Now,
-		sleep:   cfg.Sleep,
+		clock:   clock.Or(cfg.Clock),
 		rand:    cfg.Rand,
 		log:     cfg.Logger,
 		maxBody: defaultMaxBody,
@@ -154,12 +157,7 @@ func New(cfg Config, opts ...Option) (*Client, error) {
 	if c.http == nil {
 		c.http = &http.Client{}
 	}
-	if c.now == nil {
-		c.now = time.Now
-	}
-	if c.sleep == nil {
-		c.sleep = sleepCtx
-	}
+	c.now = c.clock.Now
 	if c.rand == nil {
 		c.rand = rand.Float64
 	}
@@ -191,17 +189,6 @@ func New(cfg Config, opts ...Option) (*Client, error) {
 		c.maxBody = defaultMaxBody
 	}
 	return c, nil
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // Provider returns the configured provider name.
@@ -309,7 +296,7 @@ func (c *Client) do(ctx context.Context, req Request, emit func(Delta) error) (R
 		if fn, ok := ctx.Value(retryNoticeKey{}).(func(int, time.Duration, error)); ok {
 			fn(attempt, delay, ae)
 		}
-		if err := c.sleep(ctx, delay); err != nil {
+		if err := clock.Sleep(ctx, c.clock, delay); err != nil {
 			return Response{}, fmt.Errorf("llm: %s: %w", c.cfg.Provider, err)
 		}
 	}

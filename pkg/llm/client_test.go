@@ -1,18 +1,21 @@
 package llm
 
 import (
-	"agent/pkg/config"
 	"context"
 	"errors"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"agent/pkg/clock"
+	"agent/pkg/config"
+	"agent/pkg/llm/llmtest"
 )
 
 func TestChatPlainReply(t *testing.T) {
-	f := newFakeServer(t, reply{body: completion("Hello there.", "stop", "")})
-	c := newTestClient(t, config.ProviderOpenAI, f, newFakeClock(), nil)
+	f := newFakeServer(t, body(completion("Hello there.", "stop", "")))
+	c := newTestClient(t, config.ProviderOpenAI, f, newFakeClock(t), nil)
 
 	resp, err := c.Chat(context.Background(), Request{Messages: userMsg("hi")})
 	if err != nil {
@@ -27,20 +30,20 @@ func TestChatPlainReply(t *testing.T) {
 	if want := (Usage{10, 5, 15}); resp.Usage != want {
 		t.Errorf("usage = %+v, want %+v", resp.Usage, want)
 	}
-	reqs := f.requests()
+	reqs := f.Requests()
 	if len(reqs) != 1 {
 		t.Fatalf("%d requests, want 1", len(reqs))
 	}
 	r := reqs[0]
-	if r.path != "/v1/chat/completions" {
-		t.Errorf("path = %q", r.path)
+	if r.Path != "/v1/chat/completions" {
+		t.Errorf("path = %q", r.Path)
 	}
-	if got := r.header.Get("Authorization"); got != "Bearer sk-test" {
+	if got := r.Header.Get("Authorization"); got != "Bearer sk-test" {
 		t.Errorf("Authorization = %q", got)
 	}
 	want := `{"model":"test-model","messages":[{"role":"user","content":"hi"}],"max_completion_tokens":512}`
-	if !jsonEq(t, r.raw, want) {
-		t.Errorf("request body\n got %s\nwant %s", r.raw, want)
+	if !jsonEq(t, string(r.Body), want) {
+		t.Errorf("request body\n got %s\nwant %s", string(r.Body), want)
 	}
 }
 
@@ -81,8 +84,8 @@ func TestChatToolCalls(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFakeServer(t, reply{body: completion("", tt.finish, tt.calls)})
-			c := newTestClient(t, config.ProviderOpenAI, f, newFakeClock(), nil)
+			f := newFakeServer(t, body(completion("", tt.finish, tt.calls)))
+			c := newTestClient(t, config.ProviderOpenAI, f, newFakeClock(t), nil)
 			tools := []Tool{{Function: FunctionSpec{Name: "get_weather", Parameters: []byte(`{"type":"object"}`)}}}
 			resp, err := c.Chat(context.Background(), Request{Messages: userMsg("weather?"), Tools: tools})
 			if err != nil {
@@ -94,7 +97,7 @@ func TestChatToolCalls(t *testing.T) {
 			if resp.FinishReason != tt.wantFinish {
 				t.Errorf("finish = %q, want %q", resp.FinishReason, tt.wantFinish)
 			}
-			body := f.requests()[0].body
+			body := f.Request(0).JSON
 			if got := mustJSON(body["tools"]); got != `[{"function":{"name":"get_weather","parameters":{"type":"object"}},"type":"function"}]` {
 				t.Errorf("tools sent = %s", got)
 			}
@@ -119,12 +122,12 @@ func TestToolChoice(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.provider+"/"+tt.choice, func(t *testing.T) {
-			f := newFakeServer(t, reply{body: completion("ok", "stop", "")})
-			c := newTestClient(t, tt.provider, f, newFakeClock(), nil)
+			f := newFakeServer(t, body(completion("ok", "stop", "")))
+			c := newTestClient(t, tt.provider, f, newFakeClock(t), nil)
 			if _, err := c.Chat(context.Background(), Request{Messages: userMsg("x"), Tools: tt.tools, ToolChoice: tt.choice}); err != nil {
 				t.Fatalf("Chat: %v", err)
 			}
-			got, ok := f.requests()[0].body["tool_choice"]
+			got, ok := f.Request(0).JSON["tool_choice"]
 			switch {
 			case tt.want == "" && ok:
 				t.Errorf("tool_choice sent: %s", mustJSON(got))
@@ -145,12 +148,12 @@ func TestVisionParts(t *testing.T) {
 		{false, `"what is this?\n[image omitted]"`},
 	}
 	for _, tt := range tests {
-		f := newFakeServer(t, reply{body: completion("a logo", "stop", "")})
-		c := newTestClient(t, config.ProviderOpenAI, f, newFakeClock(), func(c *Config) { c.Vision = tt.vision })
+		f := newFakeServer(t, body(completion("a logo", "stop", "")))
+		c := newTestClient(t, config.ProviderOpenAI, f, newFakeClock(t), func(c *Config) { c.Vision = tt.vision })
 		if _, err := c.Chat(context.Background(), Request{Messages: []Message{msg}}); err != nil {
 			t.Fatalf("Chat: %v", err)
 		}
-		msgs := f.requests()[0].body["messages"].([]any)
+		msgs := f.Request(0).JSON["messages"].([]any)
 		got := mustJSON(msgs[0].(map[string]any)["content"])
 		if !jsonEq(t, got, tt.want) {
 			t.Errorf("vision=%v: content\n got %s\nwant %s", tt.vision, got, tt.want)
@@ -174,8 +177,8 @@ func TestReasoningRoundTrip(t *testing.T) {
 		wantSent bool
 	}{{config.ProviderDeepSeek, true}, {config.ProviderOpenAI, false}, {config.ProviderOllama, false}} {
 		t.Run(tt.provider, func(t *testing.T) {
-			f := newFakeServer(t, reply{sse: stream}, reply{body: completion("It is noon.", "stop", "")})
-			c := newTestClient(t, tt.provider, f, newFakeClock(), nil)
+			f := newFakeServer(t, llmtest.Events(stream...), body(completion("It is noon.", "stop", "")))
+			c := newTestClient(t, tt.provider, f, newFakeClock(t), nil)
 			msgs := userMsg("what time is it?")
 			resp, err := c.Stream(context.Background(), Request{Messages: msgs}, nil)
 			if err != nil {
@@ -188,7 +191,7 @@ func TestReasoningRoundTrip(t *testing.T) {
 			if _, err := c.Chat(context.Background(), Request{Messages: msgs}); err != nil {
 				t.Fatalf("Chat: %v", err)
 			}
-			sent := f.requests()[1].body["messages"].([]any)[1].(map[string]any)
+			sent := f.Request(1).JSON["messages"].([]any)[1].(map[string]any)
 			rc, ok := sent["reasoning_content"]
 			if ok != tt.wantSent {
 				t.Errorf("reasoning_content sent = %v (%v), want sent=%v", ok, rc, tt.wantSent)
@@ -205,9 +208,8 @@ func TestReasoningRoundTrip(t *testing.T) {
 
 func TestReasoningField(t *testing.T) {
 	// Ollama and OpenRouter call it "reasoning".
-	body := `{"choices":[{"message":{"role":"assistant","content":"4","reasoning":"2+2"},"finish_reason":"stop"}]}`
-	f := newFakeServer(t, reply{body: body})
-	c := newTestClient(t, config.ProviderOllama, f, newFakeClock(), nil)
+	f := newFakeServer(t, body(`{"choices":[{"message":{"role":"assistant","content":"4","reasoning":"2+2"},"finish_reason":"stop"}]}`))
+	c := newTestClient(t, config.ProviderOllama, f, newFakeClock(t), nil)
 	resp, err := c.Chat(context.Background(), Request{Messages: userMsg("2+2")})
 	if err != nil {
 		t.Fatalf("Chat: %v", err)
@@ -218,11 +220,11 @@ func TestReasoningField(t *testing.T) {
 }
 
 func TestRetries(t *testing.T) {
-	ok := reply{body: completion("fine", "stop", "")}
-	date := newFakeClock().Now().Add(9 * time.Second).Format(http.TimeFormat)
+	ok := body(completion("fine", "stop", ""))
+	date := clockStart.Add(9 * time.Second).Format(http.TimeFormat)
 	tests := []struct {
 		name       string
-		script     []reply
+		script     []llmtest.Reply
 		wantErr    error
 		wantReqs   int
 		wantSleeps []time.Duration
@@ -230,25 +232,25 @@ func TestRetries(t *testing.T) {
 	}{
 		{
 			name:       "429 Retry-After seconds then success",
-			script:     []reply{{status: 429, header: map[string]string{"Retry-After": "7"}, body: `{"error":{"message":"slow down","type":"rate_limit_exceeded"}}`}, ok},
+			script:     []llmtest.Reply{{Status: 429, Header: http.Header{"Retry-After": {"7"}}, Body: `{"error":{"message":"slow down","type":"rate_limit_exceeded"}}`}, ok},
 			wantReqs:   2,
 			wantSleeps: []time.Duration{7 * time.Second},
 		},
 		{
 			name:       "429 Retry-After date then success",
-			script:     []reply{{status: 429, header: map[string]string{"Retry-After": date}}, ok},
+			script:     []llmtest.Reply{{Status: 429, Header: http.Header{"Retry-After": {date}}}, ok},
 			wantReqs:   2,
 			wantSleeps: []time.Duration{9 * time.Second},
 		},
 		{
 			name:       "500 then success",
-			script:     []reply{{status: 500, body: `{"error":{"message":"boom"}}`}, ok},
+			script:     []llmtest.Reply{{Status: 500, Body: `{"error":{"message":"boom"}}`}, ok},
 			wantReqs:   2,
 			wantSleeps: []time.Duration{375 * time.Millisecond}, // 500ms base, jitter 0.5: 250+125
 		},
 		{
 			name:       "503 always: bounded attempts",
-			script:     []reply{{status: 503}},
+			script:     []llmtest.Reply{{Status: 503}},
 			wantErr:    ErrServer,
 			wantReqs:   4,
 			wantSleeps: []time.Duration{375 * time.Millisecond, 750 * time.Millisecond, 1500 * time.Millisecond},
@@ -256,42 +258,42 @@ func TestRetries(t *testing.T) {
 		},
 		{
 			name:       "400 not retried",
-			script:     []reply{{status: 400, body: `{"error":{"message":"bad messages","code":"invalid_request_error"}}`}, ok},
+			script:     []llmtest.Reply{{Status: 400, Body: `{"error":{"message":"bad messages","code":"invalid_request_error"}}`}, ok},
 			wantErr:    ErrBadRequest,
 			wantReqs:   1,
 			wantStatus: 400,
 		},
 		{
 			name:       "401 auth",
-			script:     []reply{{status: 401, body: `{"error":{"message":"Incorrect API key"}}`}, ok},
+			script:     []llmtest.Reply{{Status: 401, Body: `{"error":{"message":"Incorrect API key"}}`}, ok},
 			wantErr:    ErrAuth,
 			wantReqs:   1,
 			wantStatus: 401,
 		},
 		{
 			name:       "403 auth",
-			script:     []reply{{status: 403, body: `forbidden`}, ok},
+			script:     []llmtest.Reply{{Status: 403, Body: `forbidden`}, ok},
 			wantErr:    ErrAuth,
 			wantReqs:   1,
 			wantStatus: 403,
 		},
 		{
 			name:       "quota spent not retried",
-			script:     []reply{{status: 429, body: `{"error":{"message":"You exceeded your current quota","code":"insufficient_quota"}}`}, ok},
+			script:     []llmtest.Reply{{Status: 429, Body: `{"error":{"message":"You exceeded your current quota","code":"insufficient_quota"}}`}, ok},
 			wantErr:    ErrRateLimited,
 			wantReqs:   1,
 			wantStatus: 429,
 		},
 		{
 			name:       "Retry-After too long returned at once",
-			script:     []reply{{status: 429, header: map[string]string{"Retry-After": "3600"}}, ok},
+			script:     []llmtest.Reply{{Status: 429, Header: http.Header{"Retry-After": {"3600"}}}, ok},
 			wantErr:    ErrRateLimited,
 			wantReqs:   1,
 			wantStatus: 429,
 		},
 		{
 			name:       "content filter 400",
-			script:     []reply{{status: 400, body: `{"code":"DataInspectionFailed","message":"x","error":{"code":"data_inspection_failed","message":"Input data may contain inappropriate content."}}`}, ok},
+			script:     []llmtest.Reply{{Status: 400, Body: `{"code":"DataInspectionFailed","message":"x","error":{"code":"data_inspection_failed","message":"Input data may contain inappropriate content."}}`}, ok},
 			wantErr:    ErrContentFilter,
 			wantReqs:   1,
 			wantStatus: 400,
@@ -300,7 +302,7 @@ func TestRetries(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFakeServer(t, tt.script...)
-			clk := newFakeClock()
+			clk := newFakeClock(t)
 			c := newTestClient(t, config.ProviderOpenAI, f, clk, nil)
 			var notices []time.Duration
 			ctx := WithRetryNotice(context.Background(), func(_ int, d time.Duration, _ error) { notices = append(notices, d) })
@@ -324,7 +326,7 @@ func TestRetries(t *testing.T) {
 					t.Errorf("APIError = %+v, want status %d, attempts %d", ae, tt.wantStatus, tt.wantReqs)
 				}
 			}
-			if got := len(f.requests()); got != tt.wantReqs {
+			if got := f.Count(); got != tt.wantReqs {
 				t.Errorf("%d requests, want %d", got, tt.wantReqs)
 			}
 			if got := clk.Sleeps(); mustJSON(got) != mustJSON(tt.wantSleeps) {
@@ -335,8 +337,8 @@ func TestRetries(t *testing.T) {
 }
 
 func TestAPIErrorMessage(t *testing.T) {
-	f := newFakeServer(t, reply{status: 401, body: `{"error":{"message":"Incorrect API key provided","code":"invalid_api_key"}}`})
-	c := newTestClient(t, config.ProviderDeepSeek, f, newFakeClock(), nil)
+	f := newFakeServer(t, llmtest.Reply{Status: 401, Body: `{"error":{"message":"Incorrect API key provided","code":"invalid_api_key"}}`})
+	c := newTestClient(t, config.ProviderDeepSeek, f, newFakeClock(t), nil)
 	_, err := c.Chat(context.Background(), Request{Messages: userMsg("hi")})
 	want := "llm: deepseek: authentication failed (HTTP 401): Incorrect API key provided"
 	if err == nil || err.Error() != want {
@@ -347,24 +349,24 @@ func TestAPIErrorMessage(t *testing.T) {
 func TestMalformed(t *testing.T) {
 	tests := []struct {
 		name string
-		rp   reply
+		rp   llmtest.Reply
 		opts []Option
 	}{
-		{"not JSON", reply{body: `{"choices": [`}, nil},
-		{"HTML", reply{body: `<html>gateway</html>`}, nil},
-		{"no choices", reply{body: `{"choices":[]}`}, nil},
-		{"content a number", reply{body: `{"choices":[{"message":{"content":42}}]}`}, nil},
-		{"too large", reply{body: completion(strings.Repeat("x", 4096), "stop", "")}, []Option{WithMaxBodyBytes(1024)}},
+		{"not JSON", body(`{"choices": [`), nil},
+		{"HTML", body(`<html>gateway</html>`), nil},
+		{"no choices", body(`{"choices":[]}`), nil},
+		{"content a number", body(`{"choices":[{"message":{"content":42}}]}`), nil},
+		{"too large", body(completion(strings.Repeat("x", 4096), "stop", "")), []Option{WithMaxBodyBytes(1024)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFakeServer(t, tt.rp)
-			c := newTestClient(t, config.ProviderOpenAI, f, newFakeClock(), nil, tt.opts...)
+			c := newTestClient(t, config.ProviderOpenAI, f, newFakeClock(t), nil, tt.opts...)
 			_, err := c.Chat(context.Background(), Request{Messages: userMsg("hi")})
 			if !errors.Is(err, ErrMalformed) {
 				t.Fatalf("err = %v, want ErrMalformed", err)
 			}
-			if n := len(f.requests()); n != 1 {
+			if n := f.Count(); n != 1 {
 				t.Errorf("%d requests, want 1 (malformed is not retried)", n)
 			}
 		})
@@ -372,8 +374,8 @@ func TestMalformed(t *testing.T) {
 }
 
 func TestErrorInBody200(t *testing.T) {
-	f := newFakeServer(t, reply{body: `{"error":{"message":"upstream overloaded"}}`}, reply{body: completion("ok", "stop", "")})
-	c := newTestClient(t, config.ProviderCustom, f, newFakeClock(), nil)
+	f := newFakeServer(t, body(`{"error":{"message":"upstream overloaded"}}`), body(completion("ok", "stop", "")))
+	c := newTestClient(t, config.ProviderCustom, f, newFakeClock(t), nil)
 	resp, err := c.Chat(context.Background(), Request{Messages: userMsg("hi")})
 	if err != nil || resp.Message.Content != "ok" {
 		t.Fatalf("Chat = %+v, %v; want a retry to succeed", resp, err)
@@ -381,8 +383,8 @@ func TestErrorInBody200(t *testing.T) {
 }
 
 func TestContentFilterFinish(t *testing.T) {
-	f := newFakeServer(t, reply{body: completion("partial", "content_filter", "")})
-	c := newTestClient(t, config.ProviderOpenAI, f, newFakeClock(), nil)
+	f := newFakeServer(t, body(completion("partial", "content_filter", "")))
+	c := newTestClient(t, config.ProviderOpenAI, f, newFakeClock(t), nil)
 	resp, err := c.Chat(context.Background(), Request{Messages: userMsg("hi")})
 	if !errors.Is(err, ErrContentFilter) {
 		t.Fatalf("err = %v, want ErrContentFilter", err)
@@ -394,12 +396,20 @@ func TestContentFilterFinish(t *testing.T) {
 
 func TestHungServer(t *testing.T) {
 	t.Run("caller cancels", func(t *testing.T) {
-		f := newFakeServer(t, reply{hang: true})
-		c := newTestClient(t, config.ProviderOpenAI, f, newFakeClock(), nil)
-		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		f := newFakeServer(t, llmtest.Hang())
+		c := newTestClient(t, config.ProviderOpenAI, f, newFakeClock(t), nil)
+		// The caller's deadline passes once the server holds the request.
+		caller := clock.NewFake(time.Time{})
+		ctx, cancel := clock.WithTimeout(context.Background(), caller, time.Minute)
 		defer cancel()
-		start := time.Now()
-		_, err := c.Chat(ctx, Request{Messages: userMsg("hi")})
+		errc := make(chan error, 1)
+		go func() {
+			_, err := c.Chat(ctx, Request{Messages: userMsg("hi")})
+			errc <- err
+		}()
+		f.Wait(1)
+		caller.Advance(time.Minute)
+		err := <-errc
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("err = %v, want context.DeadlineExceeded", err)
 		}
@@ -407,30 +417,27 @@ func TestHungServer(t *testing.T) {
 		if errors.As(err, &ae) {
 			t.Errorf("caller's cancellation came back as an APIError: %v", err)
 		}
-		if d := time.Since(start); d > 3*time.Second {
-			t.Errorf("took %v", d)
-		}
-		if n := len(f.requests()); n != 1 {
+		if n := f.Count(); n != 1 {
 			t.Errorf("%d requests, want 1", n)
 		}
 	})
 	t.Run("config timeout", func(t *testing.T) {
-		f := newFakeServer(t, reply{hang: true})
-		clk := newFakeClock()
+		f := newFakeServer(t, llmtest.Hang())
+		clk := newFakeClock(t)
 		c := newTestClient(t, config.ProviderOpenAI, f, clk, func(c *Config) { c.Timeout = 50 * time.Millisecond }, WithRetry(RetryPolicy{MaxAttempts: 2}))
 		_, err := c.Stream(context.Background(), Request{Messages: userMsg("hi")}, nil)
 		if !errors.Is(err, ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("err = %v, want ErrUnavailable and DeadlineExceeded", err)
 		}
-		if n := len(f.requests()); n != 2 {
+		if n := f.Count(); n != 2 {
 			t.Errorf("%d requests, want 2 (a timeout is retried)", n)
 		}
 	})
 	t.Run("stream stalls after first fragment", func(t *testing.T) {
 		// The idle timeout cuts a stream that stops sending; what arrived
 		// is returned and nothing is retried (the user saw it).
-		f := newFakeServer(t, reply{raw: "data: {\"choices\":[{\"delta\":{\"content\":\"Hel\"}}]}\n\n", hang: true})
-		c := newTestClient(t, config.ProviderOpenAI, f, newFakeClock(), func(c *Config) { c.Timeout = 100 * time.Millisecond })
+		f := newFakeServer(t, stalled(llmtest.RawSSE("data: {\"choices\":[{\"delta\":{\"content\":\"Hel\"}}]}\n\n")))
+		c := newTestClient(t, config.ProviderOpenAI, f, newFakeClock(t), func(c *Config) { c.Timeout = 100 * time.Millisecond })
 		var got []string
 		resp, err := c.Stream(context.Background(), Request{Messages: userMsg("hi")}, func(d Delta) error {
 			got = append(got, d.Content)
@@ -442,15 +449,15 @@ func TestHungServer(t *testing.T) {
 		if resp.Message.Content != "Hel" || len(got) != 1 {
 			t.Errorf("content = %q, deltas = %q", resp.Message.Content, got)
 		}
-		if n := len(f.requests()); n != 1 {
+		if n := f.Count(); n != 1 {
 			t.Errorf("%d requests, want 1", n)
 		}
 	})
 }
 
 func TestBreaker(t *testing.T) {
-	f := newFakeServer(t, reply{status: 500})
-	clk := newFakeClock()
+	f := newFakeServer(t, llmtest.Reply{Status: 500})
+	clk := newFakeClock(t)
 	c := newTestClient(t, config.ProviderOpenAI, f, clk, nil, WithRetry(RetryPolicy{MaxAttempts: 1}), WithBreaker(3, 30*time.Second))
 	chat := func() error {
 		_, err := c.Chat(context.Background(), Request{Messages: userMsg("hi")})
@@ -469,7 +476,7 @@ func TestBreaker(t *testing.T) {
 	if !errors.Is(err, ErrUnavailable) || !errors.As(err, &ae) || ae.RetryAfter != 30*time.Second {
 		t.Fatalf("open breaker: err = %v (%+v), want ErrUnavailable with RetryAfter 30s", err, ae)
 	}
-	if n := len(f.requests()); n != 3 {
+	if n := f.Count(); n != 3 {
 		t.Fatalf("%d requests, want 3 (open breaker sends nothing)", n)
 	}
 
@@ -486,9 +493,7 @@ func TestBreaker(t *testing.T) {
 	}
 
 	// Recovers: the next probe succeeds and closes it.
-	f.mu.Lock()
-	f.script = append(f.script, reply{body: completion("back", "stop", "")})
-	f.mu.Unlock()
+	f.Default(body(completion("back", "stop", "")))
 	clk.Advance(31 * time.Second)
 	if err := chat(); err != nil {
 		t.Fatalf("recovery probe: %v", err)
@@ -503,13 +508,13 @@ func TestBreaker(t *testing.T) {
 
 func TestBreakerRetryStops(t *testing.T) {
 	// Retries stop when the breaker opens mid-way.
-	f := newFakeServer(t, reply{status: 502})
-	c := newTestClient(t, config.ProviderOpenAI, f, newFakeClock(), nil, WithRetry(RetryPolicy{MaxAttempts: 10}), WithBreaker(2, time.Minute))
+	f := newFakeServer(t, llmtest.Reply{Status: 502})
+	c := newTestClient(t, config.ProviderOpenAI, f, newFakeClock(t), nil, WithRetry(RetryPolicy{MaxAttempts: 10}), WithBreaker(2, time.Minute))
 	_, err := c.Chat(context.Background(), Request{Messages: userMsg("hi")})
 	if !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("err = %v, want ErrUnavailable", err)
 	}
-	if n := len(f.requests()); n != 2 {
+	if n := f.Count(); n != 2 {
 		t.Errorf("%d requests, want 2", n)
 	}
 }

@@ -20,6 +20,6 @@
 // are retried with jittered exponential backoff, honouring Retry-After,
 // within a bounded number of attempts and total time; consecutive 5xx and
 // network failures open a circuit breaker for a cool-down, after which one
-// probe is let through. Clock, sleep, jitter and the HTTP client are
-// injected through Config, so tests never sleep.
+// probe is let through. The clock (pkg/clock), jitter and the HTTP client
+// are injected through Config, so tests never sleep.
 package llm

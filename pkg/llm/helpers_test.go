@@ -1,142 +1,67 @@
 package llm
 
 import (
-	"context"
 	"encoding/json"
-	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"agent/pkg/clock"
+	"agent/pkg/llm/llmtest"
 )
 
-// reply is one scripted answer of the fake server.
-type reply struct {
-	status int               // 0: 200
-	header map[string]string // extra headers
-	body   string            // a JSON body (or garbage)
-	sse    []string          // SSE events: each is written as "data: X\n\n"
-	raw    string            // written as is (SSE), instead of sse
-	hang   bool              // block until the request is cancelled (after writing sse/raw)
-}
-
-// recorded is what the fake server received.
-type recorded struct {
-	header http.Header
-	path   string
-	body   map[string]any
-	raw    string
-}
-
-// fakeServer speaks the chat-completions wire format from a script and
-// records every request. Past the end of the script the last reply repeats.
-type fakeServer struct {
-	*httptest.Server
-	mu      sync.Mutex
-	script  []reply
-	reqs    []recorded
-	release chan struct{}
-}
-
-func newFakeServer(t *testing.T, script ...reply) *fakeServer {
+// newFakeServer is an llmtest server answering script in order, its last
+// reply repeating.
+func newFakeServer(t *testing.T, script ...llmtest.Reply) *llmtest.Server {
 	t.Helper()
-	f := &fakeServer{script: script, release: make(chan struct{})}
-	f.Server = httptest.NewServer(http.HandlerFunc(f.serve))
-	t.Cleanup(func() {
-		close(f.release)
-		f.Close()
-	})
-	return f
+	srv := llmtest.New(t, script[:len(script)-1]...)
+	srv.Default(script[len(script)-1])
+	return srv
 }
 
-func (f *fakeServer) serve(w http.ResponseWriter, r *http.Request) {
-	b, _ := io.ReadAll(r.Body)
-	rec := recorded{header: r.Header.Clone(), path: r.URL.Path, raw: string(b)}
-	_ = json.Unmarshal(b, &rec.body)
-	f.mu.Lock()
-	n := len(f.reqs)
-	f.reqs = append(f.reqs, rec)
-	rp := f.script[min(n, len(f.script)-1)]
-	f.mu.Unlock()
+// body is a 200 whose body is b, as is.
+func body(b string) llmtest.Reply { return llmtest.Reply{Body: b} }
 
-	hang := func() {
-		select {
-		case <-r.Context().Done():
-		case <-f.release:
-		}
-	}
-	if rp.hang && rp.sse == nil && rp.raw == "" {
-		hang()
-		return
-	}
-	for k, v := range rp.header {
-		w.Header().Set(k, v)
-	}
-	if rp.sse != nil || rp.raw != "" {
-		w.Header().Set("Content-Type", "text/event-stream")
-	} else if w.Header().Get("Content-Type") == "" {
-		w.Header().Set("Content-Type", "application/json")
-	}
-	status := rp.status
-	if status == 0 {
-		status = http.StatusOK
-	}
-	w.WriteHeader(status)
-	switch {
-	case rp.raw != "":
-		io.WriteString(w, rp.raw)
-	case rp.sse != nil:
-		for _, ev := range rp.sse {
-			fmt.Fprintf(w, "data: %s\n\n", ev)
-			w.(http.Flusher).Flush()
-		}
-	default:
-		io.WriteString(w, rp.body)
-	}
-	if rp.hang { // stall after what was written
-		w.(http.Flusher).Flush()
-		hang()
-	}
+// stalled is r flushed, then held until the client gives up.
+func stalled(r llmtest.Reply) llmtest.Reply {
+	r.Stall = true
+	return r
 }
 
-func (f *fakeServer) requests() []recorded {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]recorded(nil), f.reqs...)
-}
+// clockStart is where every test's fake clock starts.
+var clockStart = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
-// fakeClock is an injected clock whose Sleep records and advances time.
+// fakeClock is a clock.Fake that a goroutine of the test moves to every
+// timer the client starts (the waits between attempts) as soon as it is
+// started, recording how long each was: the waits take no wall time.
 type fakeClock struct {
+	*clock.Fake
 	mu     sync.Mutex
-	now    time.Time
 	sleeps []time.Duration
 }
 
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.sleeps = append(c.sleeps, d)
-	c.now = c.now.Add(d)
-	return ctx.Err()
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
+func newFakeClock(t *testing.T) *fakeClock {
+	c := &fakeClock{Fake: clock.NewFake(clockStart)}
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for c.WaitTimers(1, stop) {
+			at, ok := c.Next()
+			if !ok {
+				continue
+			}
+			c.mu.Lock()
+			c.sleeps = append(c.sleeps, at.Sub(c.Now()))
+			c.mu.Unlock()
+			c.Set(at)
+		}
+	}()
+	t.Cleanup(func() {
+		close(stop)
+		<-done
+	})
+	return c
 }
 
 func (c *fakeClock) Sleeps() []time.Duration {
@@ -147,17 +72,16 @@ func (c *fakeClock) Sleeps() []time.Duration {
 
 // newTestClient returns a client for provider against f, with the fake clock
 // and a jitter of 0.5.
-func newTestClient(t *testing.T, provider string, f *fakeServer, clk *fakeClock, mod func(*Config), opts ...Option) *Client {
+func newTestClient(t *testing.T, provider string, f *llmtest.Server, clk *fakeClock, mod func(*Config), opts ...Option) *Client {
 	t.Helper()
 	cfg := Config{
 		Provider:  provider,
-		BaseURL:   f.URL + "/v1",
+		BaseURL:   f.BaseURL(),
 		APIKey:    "sk-test",
 		Model:     "test-model",
 		MaxTokens: 512,
 		Timeout:   5 * time.Second,
-		Now:       clk.Now,
-		Sleep:     clk.Sleep,
+		Clock:     clk.Fake,
 		Rand:      func() float64 { return 0.5 },
 	}
 	if mod != nil {

@@ -2,13 +2,13 @@ package llm
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"agent/pkg/config"
+	"agent/pkg/llm/llmtest"
 )
 
 func TestFromConfig(t *testing.T) {
@@ -69,8 +69,8 @@ func TestParseErrorBody(t *testing.T) {
 }
 
 func TestConcurrentCalls(t *testing.T) {
-	f := newFakeServer(t, reply{status: 500}, reply{body: completion("ok", "stop", "")})
-	c := newTestClient(t, config.ProviderOpenAI, f, newFakeClock(), nil)
+	f := newFakeServer(t, llmtest.Reply{Status: 500}, body(completion("ok", "stop", "")))
+	c := newTestClient(t, config.ProviderOpenAI, f, newFakeClock(t), nil)
 	var acc Accounting
 	var wg sync.WaitGroup
 	errs := make(chan error, 16)
@@ -94,16 +94,5 @@ func TestConcurrentCalls(t *testing.T) {
 	snap := acc.Snapshot()
 	if snap["user0"].Requests+snap["user1"].Requests != 16 || snap["user0"].TotalTokens != 8*15 {
 		t.Errorf("accounting = %+v", snap)
-	}
-}
-
-func TestSleepCtx(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if err := sleepCtx(ctx, time.Hour); !errors.Is(err, context.Canceled) {
-		t.Errorf("sleepCtx on cancelled ctx = %v", err)
-	}
-	if err := sleepCtx(context.Background(), time.Millisecond); err != nil {
-		t.Errorf("sleepCtx = %v", err)
 	}
 }

@@ -1,16 +1,18 @@
 package llm
 
 import (
-	"agent/pkg/config"
 	"bytes"
 	"context"
 	"errors"
 	"strings"
 	"testing"
+
+	"agent/pkg/config"
+	"agent/pkg/llm/llmtest"
 )
 
 func TestStreamText(t *testing.T) {
-	f := newFakeServer(t, reply{sse: []string{
+	f := newFakeServer(t, llmtest.Events(
 		`{"id":"c1","model":"gpt-4o","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}`,
 		`{"id":"c1","choices":[{"index":0,"delta":{"content":"Hel"}}]}`,
 		`{"id":"c1","choices":[{"index":0,"delta":{"content":"lo, "}}]}`,
@@ -18,8 +20,8 @@ func TestStreamText(t *testing.T) {
 		`{"id":"c1","choices":[{"index":0,"delta":{},"finish_reason":"length"}]}`,
 		`{"id":"c1","choices":[],"usage":{"prompt_tokens":9,"completion_tokens":3,"total_tokens":12}}`,
 		`[DONE]`,
-	}})
-	c := newTestClient(t, config.ProviderOpenAI, f, newFakeClock(), nil)
+	))
+	c := newTestClient(t, config.ProviderOpenAI, f, newFakeClock(t), nil)
 	var frags []string
 	resp, err := c.Stream(context.Background(), Request{Messages: userMsg("hi")}, func(d Delta) error {
 		frags = append(frags, d.Content)
@@ -37,11 +39,11 @@ func TestStreamText(t *testing.T) {
 	if want := (Usage{9, 3, 12}); resp.Usage != want {
 		t.Errorf("usage = %+v, want %+v", resp.Usage, want)
 	}
-	r := f.requests()[0]
-	if got := mustJSON(r.body["stream_options"]); got != `{"include_usage":true}` || r.body["stream"] != true {
-		t.Errorf("stream = %v, stream_options = %s", r.body["stream"], got)
+	r := f.Request(0)
+	if got := mustJSON(r.JSON["stream_options"]); got != `{"include_usage":true}` || r.JSON["stream"] != true {
+		t.Errorf("stream = %v, stream_options = %s", r.JSON["stream"], got)
 	}
-	if got := r.header.Get("Accept"); got != "text/event-stream" {
+	if got := r.Header.Get("Accept"); got != "text/event-stream" {
 		t.Errorf("Accept = %q", got)
 	}
 }
@@ -51,12 +53,12 @@ func TestStreamUsageOptionPerProvider(t *testing.T) {
 		provider string
 		want     bool
 	}{{config.ProviderOpenAI, true}, {config.ProviderDeepSeek, true}, {config.ProviderDashScope, true}, {config.ProviderVLLM, true}, {config.ProviderOllama, false}, {config.ProviderCustom, false}} {
-		f := newFakeServer(t, reply{sse: []string{`{"choices":[{"delta":{"content":"x"},"finish_reason":"stop"}]}`, `[DONE]`}})
-		c := newTestClient(t, tt.provider, f, newFakeClock(), nil)
+		f := newFakeServer(t, llmtest.Events(`{"choices":[{"delta":{"content":"x"},"finish_reason":"stop"}]}`, `[DONE]`))
+		c := newTestClient(t, tt.provider, f, newFakeClock(t), nil)
 		if _, err := c.Stream(context.Background(), Request{Messages: userMsg("hi")}, nil); err != nil {
 			t.Fatalf("%s: %v", tt.provider, err)
 		}
-		if _, got := f.requests()[0].body["stream_options"]; got != tt.want {
+		if _, got := f.Request(0).JSON["stream_options"]; got != tt.want {
 			t.Errorf("%s: stream_options sent = %v, want %v", tt.provider, got, tt.want)
 		}
 	}
@@ -147,8 +149,8 @@ func TestStreamToolCalls(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFakeServer(t, reply{sse: tt.events})
-			c := newTestClient(t, config.ProviderDashScope, f, newFakeClock(), nil)
+			f := newFakeServer(t, llmtest.Events(tt.events...))
+			c := newTestClient(t, config.ProviderDashScope, f, newFakeClock(t), nil)
 			var deltas int
 			resp, err := c.Stream(context.Background(), Request{Messages: userMsg("weather and time?")}, func(d Delta) error {
 				deltas += len(d.ToolCalls)
@@ -173,40 +175,40 @@ func TestStreamToolCalls(t *testing.T) {
 func TestStreamFailures(t *testing.T) {
 	tests := []struct {
 		name     string
-		rp       reply
+		rp       llmtest.Reply
 		wantErr  error
 		wantText string
 		wantReqs int
 	}{
 		{
 			name:     "truncated: no [DONE], no finish",
-			rp:       reply{raw: "data: {\"choices\":[{\"delta\":{\"content\":\"Hel\"}}]}\n\ndata: {\"choices\":[{\"delta\":{\"conte"},
+			rp:       llmtest.RawSSE("data: {\"choices\":[{\"delta\":{\"content\":\"Hel\"}}]}\n\ndata: {\"choices\":[{\"delta\":{\"conte"),
 			wantErr:  ErrMalformed,
 			wantText: "Hel",
 			wantReqs: 1,
 		},
 		{
 			name:     "truncated before any fragment",
-			rp:       reply{raw: ": keep-alive\n\n"},
+			rp:       llmtest.RawSSE(": keep-alive\n\n"),
 			wantErr:  ErrMalformed,
 			wantReqs: 1,
 		},
 		{
 			name:     "bad JSON chunk",
-			rp:       reply{sse: []string{`{"choices":[{"delta":{"content":"a"}}]}`, `{not json}`, `[DONE]`}},
+			rp:       llmtest.Events(`{"choices":[{"delta":{"content":"a"}}]}`, `{not json}`, `[DONE]`),
 			wantErr:  ErrMalformed,
 			wantText: "a",
 			wantReqs: 1,
 		},
 		{
 			name:     "error event before any fragment is retried",
-			rp:       reply{sse: []string{`{"error":{"message":"overloaded","code":"server_error"}}`}},
+			rp:       llmtest.Events(`{"error":{"message":"overloaded","code":"server_error"}}`),
 			wantErr:  ErrServer,
 			wantReqs: 4,
 		},
 		{
 			name:     "line too long",
-			rp:       reply{raw: "data: " + strings.Repeat("x", maxSSELine+10) + "\n\n"},
+			rp:       llmtest.RawSSE("data: " + strings.Repeat("x", maxSSELine+10) + "\n\n"),
 			wantErr:  ErrMalformed,
 			wantReqs: 1,
 		},
@@ -214,7 +216,7 @@ func TestStreamFailures(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFakeServer(t, tt.rp)
-			c := newTestClient(t, config.ProviderOpenAI, f, newFakeClock(), nil)
+			c := newTestClient(t, config.ProviderOpenAI, f, newFakeClock(t), nil)
 			resp, err := c.Stream(context.Background(), Request{Messages: userMsg("hi")}, nil)
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("err = %v, want %v", err, tt.wantErr)
@@ -222,7 +224,7 @@ func TestStreamFailures(t *testing.T) {
 			if resp.Message.Content != tt.wantText {
 				t.Errorf("partial content = %q, want %q", resp.Message.Content, tt.wantText)
 			}
-			if n := len(f.requests()); n != tt.wantReqs {
+			if n := f.Count(); n != tt.wantReqs {
 				t.Errorf("%d requests, want %d", n, tt.wantReqs)
 			}
 		})
@@ -234,8 +236,8 @@ func TestStreamTooLarge(t *testing.T) {
 	for i := 0; i < 100; i++ {
 		ev = append(ev, `{"choices":[{"delta":{"content":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}}]}`)
 	}
-	f := newFakeServer(t, reply{sse: append(ev, `[DONE]`)})
-	c := newTestClient(t, config.ProviderOpenAI, f, newFakeClock(), nil, WithMaxBodyBytes(2048))
+	f := newFakeServer(t, llmtest.Events(append(ev, `[DONE]`)...))
+	c := newTestClient(t, config.ProviderOpenAI, f, newFakeClock(t), nil, WithMaxBodyBytes(2048))
 	_, err := c.Stream(context.Background(), Request{Messages: userMsg("hi")}, nil)
 	if !errors.Is(err, ErrMalformed) {
 		t.Fatalf("err = %v, want ErrMalformed", err)
@@ -244,20 +246,20 @@ func TestStreamTooLarge(t *testing.T) {
 
 func TestStreamCallbackError(t *testing.T) {
 	stop := errors.New("user hung up")
-	f := newFakeServer(t, reply{sse: []string{`{"choices":[{"delta":{"content":"a"}}]}`, `{"choices":[{"delta":{"content":"b"}}]}`, `[DONE]`}})
-	c := newTestClient(t, config.ProviderOpenAI, f, newFakeClock(), nil)
+	f := newFakeServer(t, llmtest.Events(`{"choices":[{"delta":{"content":"a"}}]}`, `{"choices":[{"delta":{"content":"b"}}]}`, `[DONE]`))
+	c := newTestClient(t, config.ProviderOpenAI, f, newFakeClock(t), nil)
 	_, err := c.Stream(context.Background(), Request{Messages: userMsg("hi")}, func(Delta) error { return stop })
 	if err != stop {
 		t.Fatalf("err = %v, want the callback's error as is", err)
 	}
-	if n := len(f.requests()); n != 1 {
+	if n := f.Count(); n != 1 {
 		t.Errorf("%d requests, want 1", n)
 	}
 }
 
 func TestStreamServerIgnoresStream(t *testing.T) {
-	f := newFakeServer(t, reply{body: completion("whole", "stop", "")})
-	c := newTestClient(t, config.ProviderCustom, f, newFakeClock(), nil)
+	f := newFakeServer(t, body(completion("whole", "stop", "")))
+	c := newTestClient(t, config.ProviderCustom, f, newFakeClock(t), nil)
 	var got string
 	resp, err := c.Stream(context.Background(), Request{Messages: userMsg("hi")}, func(d Delta) error {
 		got += d.Content

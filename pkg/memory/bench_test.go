@@ -16,6 +16,7 @@ import (
 	"agent/pkg/agent"
 	"agent/pkg/embed/embedtest"
 	"agent/pkg/llm"
+	"agent/pkg/llm/llmtest"
 	"agent/pkg/metrics"
 	"agent/pkg/session"
 )
@@ -215,13 +216,13 @@ func BenchmarkCompression(b *testing.B) {
 		facts[i] = fmt.Sprintf(`{"fact": "fact %%d-%d about the user's schedule and preferences", "keywords": ["k%d"], "topic": "bench"}`, i, i)
 	}
 	var n int
-	srv := newScripted(b)
+	srv := newLLM(b)
 	mem, clk := newMem(b, nil, Config{DedupThreshold: 1})
 	if err := mem.SetEmbedder(context.Background(), e, "bench"); err != nil {
 		b.Fatal(err)
 	}
 	ss := session.New(mem.db, clk.Now)
-	comp := NewCompressor(CompressorConfig{SessionMax: 40, Overlap: 5}, mem, srv.client(b), ss, nil)
+	comp := NewCompressor(CompressorConfig{SessionMax: 40, Overlap: 5}, mem, llmClient(b, srv), ss, nil)
 	key, _ := session.P2P("wecom", "bench")
 	ctx := context.Background()
 	msgs := 0
@@ -229,9 +230,7 @@ func BenchmarkCompression(b *testing.B) {
 	for b.Loop() {
 		n++
 		reply := `{"facts": [` + fmt.Sprintf(strings.Join(facts, ","), n, n, n, n, n) + `]}`
-		srv.mu.Lock()
-		srv.replies = append(srv.replies, reply)
-		srv.mu.Unlock()
+		srv.Push(llmtest.Text(reply))
 		b.StopTimer()
 		sess, err := ss.Reset(ctx, key)
 		if err != nil {

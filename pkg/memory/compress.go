@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"agent/pkg/clip"
+	"agent/pkg/clock"
 	"agent/pkg/llm"
 	"agent/pkg/session"
 )
@@ -46,6 +47,9 @@ type CompressorConfig struct {
 	// turn's critical milliseconds.
 	Quiet    time.Duration
 	MaxDelay time.Duration
+	// Clock times the quiet period, the sweep and the back-off. nil: the
+	// Store's clock (its now, with real timers).
+	Clock clock.Clock
 }
 
 func (c CompressorConfig) withDefaults() CompressorConfig {
@@ -91,7 +95,7 @@ type Compressor struct {
 	sessions *session.Store
 	db       *sql.DB
 	logger   *slog.Logger
-	now      func() time.Time
+	clock    clock.Clock
 
 	mu      sync.Mutex
 	queued  map[int64]bool
@@ -99,7 +103,7 @@ type Compressor struct {
 	backoff map[int64]time.Duration
 	queue   chan int64
 	wake    chan struct{}
-	// lastTurn is when Notify was last called (unix nanoseconds, wall
+	// lastTurn is when Notify was last called (unix nanoseconds on the
 	// clock): the quiet period counts from it.
 	lastTurn atomic.Int64
 
@@ -113,9 +117,13 @@ func NewCompressor(cfg CompressorConfig, mem *Store, client LLM, sessions *sessi
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	clk := cfg.Clock
+	if clk == nil {
+		clk = clock.Func(mem.now)
+	}
 	return &Compressor{
 		cfg: cfg.withDefaults(), mem: mem, llm: client, sessions: sessions, db: mem.db,
-		logger: logger.With("component", "memory"), now: mem.now,
+		logger: logger.With("component", "memory"), clock: clk,
 		queued: map[int64]bool{}, retryAt: map[int64]time.Time{}, backoff: map[int64]time.Duration{},
 		queue: make(chan int64, 1024), wake: make(chan struct{}, 1),
 		stop: make(chan struct{}), done: make(chan struct{}),
@@ -142,7 +150,7 @@ func (c *Compressor) Close(ctx context.Context) error {
 // Notify tells the compressor that session id grew (after a turn) or was
 // closed (/new). It never blocks.
 func (c *Compressor) Notify(sessionID int64) {
-	c.lastTurn.Store(time.Now().UnixNano())
+	c.lastTurn.Store(c.clock.Now().UnixNano())
 	c.enqueue(sessionID)
 }
 
@@ -173,14 +181,15 @@ func (c *Compressor) run() {
 		cancel()
 	}()
 	c.sweep(ctx)
-	tick := time.NewTicker(c.cfg.Sweep)
-	defer tick.Stop()
+	tick := c.clock.NewTimer(c.cfg.Sweep)
+	defer func() { tick.Stop() }()
 	for {
 		select {
 		case <-c.stop:
 			return
-		case <-tick.C:
+		case <-tick.C():
 			c.sweep(ctx)
+			tick = c.clock.NewTimer(c.cfg.Sweep)
 		case id := <-c.queue:
 			c.awaitQuiet(ctx)
 			c.mu.Lock()
@@ -196,19 +205,20 @@ func (c *Compressor) run() {
 // awaitQuiet returns once no turn has ended for Quiet, after MaxDelay at
 // the latest, or when ctx ends.
 func (c *Compressor) awaitQuiet(ctx context.Context) {
-	deadline := time.Now().Add(c.cfg.MaxDelay)
+	deadline := c.clock.Now().Add(c.cfg.MaxDelay)
 	for {
-		wait := c.cfg.Quiet - time.Since(time.Unix(0, c.lastTurn.Load()))
-		wait = min(wait, time.Until(deadline))
+		now := c.clock.Now()
+		wait := c.cfg.Quiet - now.Sub(time.Unix(0, c.lastTurn.Load()))
+		wait = min(wait, deadline.Sub(now))
 		if wait <= 0 {
 			return
 		}
-		t := time.NewTimer(wait)
+		t := c.clock.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 	}
 }
@@ -259,7 +269,7 @@ func (c *Compressor) Compress(ctx context.Context, id int64) (Outcome, error) {
 	c.mu.Lock()
 	wait := c.retryAt[id]
 	c.mu.Unlock()
-	if c.now().Before(wait) {
+	if c.clock.Now().Before(wait) {
 		out.Skipped = "backing off after a failure"
 		return out, nil
 	}
@@ -343,7 +353,7 @@ func (c *Compressor) failed(id int64) {
 		b = min(2*b, c.cfg.MaxBackoff)
 	}
 	c.backoff[id] = b
-	c.retryAt[id] = c.now().Add(b)
+	c.retryAt[id] = c.clock.Now().Add(b)
 }
 
 func (c *Compressor) succeeded(id int64) {

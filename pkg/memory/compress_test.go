@@ -9,7 +9,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"agent/pkg/clock"
 	"agent/pkg/llm"
+	"agent/pkg/llm/llmtest"
 	"agent/pkg/session"
 )
 
@@ -44,16 +46,16 @@ func memorySeq(t *testing.T, s *Store, id int64) int64 {
 type compressRig struct {
 	mem  *Store
 	ss   *session.Store
-	clk  *clock
-	llm  *scripted
+	clk  *clock.Fake
+	llm  *llmtest.Server
 	comp *Compressor
 }
 
 func newCompressRig(t *testing.T, e Embedder, replies ...string) *compressRig {
 	t.Helper()
 	mem, clk := newMem(t, e, Config{})
-	r := &compressRig{mem: mem, clk: clk, ss: session.New(mem.db, clk.Now), llm: newScripted(t, replies...)}
-	r.comp = NewCompressor(CompressorConfig{SessionMax: 40, Overlap: 5}, mem, r.llm.client(t), r.ss, nil)
+	r := &compressRig{mem: mem, clk: clk, ss: session.New(mem.db, clk.Now), llm: newLLM(t, replies...)}
+	r.comp = NewCompressor(CompressorConfig{SessionMax: 40, Overlap: 5, Clock: clk}, mem, llmClient(t, r.llm), r.ss, nil)
 	return r
 }
 
@@ -69,8 +71,8 @@ func TestCompressStoresFacts(t *testing.T) {
 	key, _ := session.P2P("wecom", "alice")
 	sess := fill(t, r.ss, key, 39, say)
 	out, err := r.comp.Compress(ctx, sess.ID)
-	if err != nil || out.Skipped == "" || r.llm.count() != 0 {
-		t.Fatalf("39 messages: %+v %v, %d requests", out, err, r.llm.count())
+	if err != nil || out.Skipped == "" || r.llm.Count() != 0 {
+		t.Fatalf("39 messages: %+v %v, %d requests", out, err, r.llm.Count())
 	}
 	fill(t, r.ss, key, 2, func(i int) string { return say(39 + i) })
 	out, err = r.comp.Compress(ctx, sess.ID)
@@ -81,10 +83,9 @@ func TestCompressStoresFacts(t *testing.T) {
 		t.Fatalf("41 messages: %+v, memory_seq %d; want 36 read (5 kept), 2 facts", out, memorySeq(t, r.mem, sess.ID))
 	}
 	// The request carried the transcript up to message 35 and the format.
-	req := r.llm.request(0)
-	msgs := req["messages"].([]any)
-	user := msgs[1].(map[string]any)["content"].(string)
-	if !strings.Contains(user, "User: message 34") || strings.Contains(user, "message 36") || !strings.Contains(msgs[0].(map[string]any)["content"].(string), `"facts"`) {
+	msgs := r.llm.Request(0).Messages
+	user := msgs[1].Content
+	if !strings.Contains(user, "User: message 34") || strings.Contains(user, "message 36") || !strings.Contains(msgs[0].Content, `"facts"`) {
 		t.Errorf("request:\n%s", user)
 	}
 	facts, _ := r.mem.List(ctx, Filter{Scope: "wecom:alice"})
@@ -119,9 +120,9 @@ func TestCompressSupersedesShownFactsOnly(t *testing.T) {
 	key, _ := session.P2P("wecom", "alice")
 	old := mustAdd(t, r.mem, "wecom:alice", Input{Text: "The user lives in Beijing"})
 	other := mustAdd(t, r.mem, "wecom:bob", Input{Text: "Bob lives in Xi'an"})
-	r.llm.replies = []string{fmt.Sprintf(`{"facts": [
+	r.llm.Script(llmtest.Text(fmt.Sprintf(`{"facts": [
 		{"fact": "The user moved to Shanghai", "supersedes": %d},
-		{"fact": "The user's colleague moved too", "supersedes": "%d"}]}`, old.ID, other.ID)}
+		{"fact": "The user's colleague moved too", "supersedes": "%d"}]}`, old.ID, other.ID)))
 	sess := fill(t, r.ss, key, 41, func(i int) string {
 		if i == 0 {
 			return "I moved from Beijing to Shanghai"
@@ -135,7 +136,7 @@ func TestCompressSupersedesShownFactsOnly(t *testing.T) {
 	if len(out.Facts) != 2 || out.Facts[0].Action != Superseded || out.Facts[1].Action != Inserted {
 		t.Fatalf("outcome: %+v", out.Facts)
 	}
-	user := r.llm.request(0)["messages"].([]any)[1].(map[string]any)["content"].(string)
+	user := r.llm.Request(0).Messages[1].Content
 	if !strings.Contains(user, fmt.Sprintf("- id %d: The user lives in Beijing", old.ID)) || strings.Contains(user, "Xi'an") {
 		t.Errorf("existing facts shown:\n%s", user)
 	}
@@ -150,11 +151,11 @@ func TestCompressMalformedReplies(t *testing.T) {
 		r := newCompressRig(t, nil, "Sure! Here are the facts: the user likes tea.", `{"facts":[{"fact":"The user likes tea"}]}`)
 		sess := fill(t, r.ss, key, 41, say)
 		out, err := r.comp.Compress(ctx, sess.ID)
-		if err != nil || len(out.Facts) != 1 || out.Dropped || r.llm.count() != 2 {
-			t.Fatalf("%+v %v, %d requests", out, err, r.llm.count())
+		if err != nil || len(out.Facts) != 1 || out.Dropped || r.llm.Count() != 2 {
+			t.Fatalf("%+v %v, %d requests", out, err, r.llm.Count())
 		}
-		retry := r.llm.request(1)["messages"].([]any)
-		if len(retry) != 4 || !strings.Contains(retry[3].(map[string]any)["content"].(string), "invalid JSON") {
+		retry := r.llm.Request(1).Messages
+		if len(retry) != 4 || !strings.Contains(retry[3].Content, "invalid JSON") {
 			t.Errorf("retry request: %v", retry)
 		}
 	})
@@ -162,8 +163,8 @@ func TestCompressMalformedReplies(t *testing.T) {
 		r := newCompressRig(t, nil, `{"facts": [`, "```json\n{\"fact\": 1}\n```")
 		sess := fill(t, r.ss, key, 41, say)
 		out, err := r.comp.Compress(ctx, sess.ID)
-		if err != nil || !out.Dropped || len(out.Facts) != 0 || r.llm.count() != 2 {
-			t.Fatalf("%+v %v, %d requests", out, err, r.llm.count())
+		if err != nil || !out.Dropped || len(out.Facts) != 0 || r.llm.Count() != 2 {
+			t.Fatalf("%+v %v, %d requests", out, err, r.llm.Count())
 		}
 		// Dropped, not lost: the session still has every message, and the
 		// batch is not asked for again.
@@ -180,13 +181,11 @@ func TestCompressMalformedReplies(t *testing.T) {
 		if !errors.Is(err, llm.ErrServer) || memorySeq(t, r.mem, sess.ID) != 0 {
 			t.Fatalf("LLM down: %v, memory_seq %d", err, memorySeq(t, r.mem, sess.ID))
 		}
-		n := r.llm.count()
-		if out, err := r.comp.Compress(ctx, sess.ID); err != nil || out.Skipped == "" || r.llm.count() != n {
+		n := r.llm.Count()
+		if out, err := r.comp.Compress(ctx, sess.ID); err != nil || out.Skipped == "" || r.llm.Count() != n {
 			t.Fatalf("during backoff: %+v %v", out, err)
 		}
-		r.llm.mu.Lock()
-		r.llm.replies = nil // {"facts": []} from now on
-		r.llm.mu.Unlock()
+		r.llm.Script() // {"facts": []} from now on
 		r.clk.Advance(2 * time.Minute)
 		if out, err := r.comp.Compress(ctx, sess.ID); err != nil || out.Skipped != "" || memorySeq(t, r.mem, sess.ID) != 36 {
 			t.Fatalf("after backoff: %+v %v", out, err)
@@ -208,14 +207,14 @@ func TestCompressorWorker(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("the worker did not compress the closed session")
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // polling the worker's write
 	}
 	r.comp.Notify(sess.ID) // nothing left: no request
 	if err := r.comp.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if r.llm.count() != 1 {
-		t.Errorf("%d requests, want 1", r.llm.count())
+	if r.llm.Count() != 1 {
+		t.Errorf("%d requests, want 1", r.llm.Count())
 	}
 	if facts, _ := r.mem.List(ctx, Filter{Scope: "wecom:carol"}); len(facts) != 1 {
 		t.Errorf("facts: %v", facts)
@@ -283,7 +282,7 @@ func TestCompressHugeAndEmojiMessages(t *testing.T) {
 	if err != nil || len(out.Facts) != 1 {
 		t.Fatalf("%+v %v", out, err)
 	}
-	user := r.llm.request(0)["messages"].([]any)[1].(map[string]any)["content"].(string)
+	user := r.llm.Request(0).Messages[1].Content
 	if len(user) > 40<<10 {
 		t.Errorf("request transcript is %d bytes; the bound is 24 KiB plus related facts", len(user))
 	}
@@ -296,8 +295,8 @@ func TestCompressHugeAndEmojiMessages(t *testing.T) {
 // waits; it runs once the conversation pauses for Quiet.
 func TestCompressorWaitsForQuiet(t *testing.T) {
 	r := newCompressRig(t, nil, `{"facts":[{"fact":"Quiet fact"}]}`)
-	r.comp = NewCompressor(CompressorConfig{SessionMax: 40, Overlap: 5, Quiet: time.Second, MaxDelay: time.Minute},
-		r.mem, r.llm.client(t), r.ss, nil)
+	r.comp = NewCompressor(CompressorConfig{SessionMax: 40, Overlap: 5, Quiet: time.Second, MaxDelay: time.Minute, Clock: r.clk},
+		r.mem, llmClient(t, r.llm), r.ss, nil)
 	key, _ := session.P2P("voice", "dana")
 	sess := fill(t, r.ss, key, 45, say)
 	// A turn has just ended when the worker starts: its start-up sweep
@@ -305,21 +304,22 @@ func TestCompressorWaitsForQuiet(t *testing.T) {
 	r.comp.Notify(sess.ID)
 	r.comp.Start()
 	defer r.comp.Close(context.Background())
-	busy := time.Now()
-	for time.Since(busy) < 1500*time.Millisecond { // a turn every 100 ms (a tenth of Quiet)
+	waitTimers(t, r.clk, 2) // asleep: the next sweep and the quiet period
+	for i := range 15 { // a turn every 100 ms (a tenth of Quiet) for 1.5 s
+		r.clk.Advance(100 * time.Millisecond)
 		r.comp.Notify(sess.ID)
-		time.Sleep(100 * time.Millisecond)
-		if r.llm.count() != 0 {
-			t.Fatalf("compressed during the conversation, %v after it started", time.Since(busy))
+		waitTimers(t, r.clk, 2) // asleep again, the quiet period restarted
+		if r.llm.Count() != 0 {
+			t.Fatalf("compressed during the conversation, %v after it started", time.Duration(i+1)*100*time.Millisecond)
 		}
 	}
-	paused := time.Now()
-	deadline := paused.Add(10 * time.Second)
+	r.clk.Advance(time.Second) // the pause
+	r.llm.Wait(1)
+	deadline := time.Now().Add(10 * time.Second)
 	for memorySeq(t, r.mem, sess.ID) == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("not compressed after the pause")
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // polling the worker's write
 	}
-	t.Logf("compressed %v after the last turn", time.Since(paused).Round(time.Millisecond))
 }

@@ -2,19 +2,18 @@ package memory
 
 import (
 	"context"
-	"encoding/json"
 	"hash/fnv"
-	"io"
 	"math"
 	"math/rand/v2"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
+	"agent/pkg/clock"
 	"agent/pkg/llm"
+	"agent/pkg/llm/llmtest"
 	"agent/pkg/store"
 )
 
@@ -31,28 +30,21 @@ func openDB(t testing.TB) *store.Store {
 	return st
 }
 
-// clock is a settable test clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+// newClock returns the fake clock memory tests run on.
+func newClock() *clock.Fake { return clock.NewFake(time.Date(2026, 11, 20, 9, 0, 0, 0, time.UTC)) }
 
-func newClock() *clock { return &clock{t: time.Date(2026, 11, 20, 9, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
+// waitTimers waits until n timers are pending on c (a worker asleep).
+func waitTimers(t *testing.T, c *clock.Fake, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if !c.WaitTimers(n, ctx.Done()) {
+		t.Fatalf("%d timers pending, want %d", c.Pending(), n)
+	}
 }
 
 // newMem returns a Store with the vector embedder (nil: keyword-only).
-func newMem(t testing.TB, e Embedder, cfg Config) (*Store, *clock) {
+func newMem(t testing.TB, e Embedder, cfg Config) (*Store, *clock.Fake) {
 	t.Helper()
 	db := openDB(t)
 	c := newClock()
@@ -153,73 +145,28 @@ func mix(i, j int, c float64) []float32 {
 	return v
 }
 
-// scripted is an OpenAI-compatible chat completions server answering from
-// a script (an entry of "" answers 503), recording the requests.
-type scripted struct {
-	*httptest.Server
-	mu      sync.Mutex
-	replies []string
-	reqs    []map[string]any
-}
-
-func newScripted(t testing.TB, replies ...string) *scripted {
+// newLLM is a fake chat-completions server answering replies in order (an
+// entry of "" answers 503), then {"facts": []}.
+func newLLM(t testing.TB, replies ...string) *llmtest.Server {
 	t.Helper()
-	s := &scripted{replies: replies}
-	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/v1/chat/completions" {
-			http.NotFound(w, r)
-			return
+	script := make([]llmtest.Reply, len(replies))
+	for i, r := range replies {
+		script[i] = llmtest.Text(r)
+		if r == "" {
+			script[i] = llmtest.ServerError(http.StatusServiceUnavailable)
 		}
-		b, _ := io.ReadAll(r.Body)
-		var body map[string]any
-		if err := json.Unmarshal(b, &body); err != nil {
-			t.Errorf("request body: %v", err)
-		}
-		s.mu.Lock()
-		n := len(s.reqs)
-		s.reqs = append(s.reqs, body)
-		reply := `{"facts": []}`
-		if n < len(s.replies) {
-			reply = s.replies[n]
-		}
-		s.mu.Unlock()
-		if reply == "" {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusServiceUnavailable)
-			io.WriteString(w, `{"error":{"message":"overloaded","type":"server_error"}}`)
-			return
-		}
-		out, _ := json.Marshal(map[string]any{
-			"id": "x", "object": "chat.completion", "model": "m",
-			"choices": []any{map[string]any{"index": 0, "finish_reason": "stop",
-				"message": map[string]any{"role": "assistant", "content": reply}}},
-			"usage": map[string]any{"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
-		})
-		w.Header().Set("Content-Type", "application/json")
-		w.Write(out)
-	}))
-	t.Cleanup(s.Close)
-	return s
+	}
+	srv := llmtest.New(t, script...)
+	srv.Default(llmtest.Text(`{"facts": []}`))
+	return srv
 }
 
-func (s *scripted) count() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.reqs)
-}
-
-func (s *scripted) request(i int) map[string]any {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.reqs[i]
-}
-
-// client is a real LLM client on the scripted server, without retries'
-// waiting.
-func (s *scripted) client(t testing.TB) *llm.Client {
+// llmClient is a real LLM client on srv that does not retry (a failure is
+// the compressor's to handle).
+func llmClient(t testing.TB, srv *llmtest.Server) *llm.Client {
 	t.Helper()
-	c, err := llm.New(llm.Config{Provider: "custom", BaseURL: s.URL + "/v1", APIKey: "k", Model: "m",
-		Sleep: func(ctx context.Context, d time.Duration) error { return ctx.Err() }})
+	c, err := llm.New(llm.Config{Provider: "custom", BaseURL: srv.BaseURL(), APIKey: "k", Model: "m"},
+		llm.WithRetry(llm.RetryPolicy{MaxAttempts: 1}))
 	if err != nil {
 		t.Fatal(err)
 	}
