@@ -305,7 +305,7 @@ func TestCompressorWaitsForQuiet(t *testing.T) {
 	r.comp.Start()
 	defer r.comp.Close(context.Background())
 	waitTimers(t, r.clk, 2) // asleep: the next sweep and the quiet period
-	for i := range 15 { // a turn every 100 ms (a tenth of Quiet) for 1.5 s
+	for i := range 15 {     // a turn every 100 ms (a tenth of Quiet) for 1.5 s
 		r.clk.Advance(100 * time.Millisecond)
 		r.comp.Notify(sess.ID)
 		waitTimers(t, r.clk, 2) // asleep again, the quiet period restarted
