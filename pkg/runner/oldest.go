@@ -4,8 +4,9 @@ import "time"
 
 // Oldest reports how long, at now, the longest-running job has been
 // running, and its key; 0 and "" when nothing runs. Start times are read
-// from the wall clock (time.Now). The daemon's watchdog reads it: a job
-// running far longer than a turn may take means the runner is wedged.
+// from the runner's clock (Config.Clock). The daemon's watchdog reads it:
+// a job running far longer than a turn may take means the runner is
+// wedged.
 func (r *Runner) Oldest(now time.Time) (time.Duration, string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

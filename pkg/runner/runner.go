@@ -16,6 +16,8 @@ import (
 	"runtime/debug"
 	"sync"
 	"time"
+
+	"agent/pkg/clock"
 )
 
 // Job is one unit of work for a key. ctx is cancelled by Cancel and Close.
@@ -41,6 +43,9 @@ type Config struct {
 	MaxConcurrent int           // jobs running at once across all keys
 	IdleTimeout   time.Duration // a key's worker exits after this long idle
 	QueueLen      int           // pending (not yet running) jobs per key
+	// Clock times the idle timeout and the start of each job (Oldest);
+	// nil: the wall clock.
+	Clock clock.Clock
 }
 
 func (c Config) withDefaults() Config {
@@ -66,6 +71,7 @@ type Stats struct {
 // Runner is a per-key serial, globally bounded job runner.
 type Runner struct {
 	cfg    Config
+	clock  clock.Clock
 	log    *slog.Logger
 	sem    *fairSem
 	ctx    context.Context // parent of every job's ctx; cancelled by Close
@@ -96,6 +102,7 @@ func New(cfg Config, logger *slog.Logger) *Runner {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Runner{
 		cfg:    cfg,
+		clock:  clock.Or(cfg.Clock),
 		log:    logger.With("component", "runner"),
 		sem:    newFairSem(cfg.MaxConcurrent),
 		ctx:    ctx,
@@ -227,10 +234,10 @@ func (r *Runner) loop(w *worker) {
 				return
 			}
 			r.mu.Unlock()
-			t := time.NewTimer(r.cfg.IdleTimeout)
+			t := r.clock.NewTimer(r.cfg.IdleTimeout)
 			select {
 			case <-w.wake:
-			case <-t.C:
+			case <-t.C():
 				idleExpired = true
 			case <-r.ctx.Done():
 			}
@@ -257,7 +264,7 @@ func (r *Runner) loop(w *worker) {
 			continue
 		}
 		r.running++
-		w.started = time.Now()
+		w.started = r.clock.Now()
 		r.mu.Unlock()
 
 		r.run(w.key, ctx, job)

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"agent/pkg/clock"
 )
 
 const testTimeout = 5 * time.Second
@@ -393,7 +395,8 @@ func TestPanicRecovered(t *testing.T) {
 
 func TestIdleWorkersExit(t *testing.T) {
 	before := runtime.NumGoroutine()
-	r := New(Config{MaxConcurrent: 4, IdleTimeout: 20 * time.Millisecond}, nil)
+	clk := clock.NewFake(time.Time{})
+	r := New(Config{MaxConcurrent: 4, IdleTimeout: time.Minute, Clock: clk}, nil)
 	defer closeRunner(t, r)
 
 	const keys = 50
@@ -403,23 +406,37 @@ func TestIdleWorkersExit(t *testing.T) {
 		must(t, r.Submit(fmt.Sprint(k), func(context.Context) { wg.Done() }))
 	}
 	wg.Wait()
-	if s := r.Stats(); s.Keys == 0 {
-		t.Log("workers already gone before check") // possible on a slow box
+	// Every worker waits out its idle timeout; short of it none exits.
+	waitTimers(t, clk, keys)
+	clk.Advance(time.Minute - time.Nanosecond)
+	if s := r.Stats(); s.Keys != keys {
+		t.Fatalf("before the idle timeout: Stats = %+v, want %d keys", s, keys)
 	}
+	clk.Advance(time.Nanosecond)
 
-	// Short real timeout: poll until the workers are gone.
+	// The workers exit on their own goroutines: poll until they are gone.
 	deadline := time.Now().Add(testTimeout)
 	for r.Stats().Keys != 0 || runtime.NumGoroutine() > before {
 		if time.Now().After(deadline) {
 			t.Fatalf("after idle: Stats = %+v, goroutines = %d (before %d)", r.Stats(), runtime.NumGoroutine(), before)
 		}
-		time.Sleep(5 * time.Millisecond)
+		runtime.Gosched()
 	}
 
 	// A key whose worker exited gets a new one.
 	done := make(chan struct{})
 	must(t, r.Submit("0", func(context.Context) { close(done) }))
 	recv(t, done, "job on a revived key")
+}
+
+// waitTimers waits until n timers are pending on c (workers asleep).
+func waitTimers(t *testing.T, c *clock.Fake, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	if !c.WaitTimers(n, ctx.Done()) {
+		t.Fatalf("%d timers pending, want %d", c.Pending(), n)
+	}
 }
 
 func TestSubmitNilJob(t *testing.T) {
