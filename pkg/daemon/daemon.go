@@ -1,8 +1,11 @@
-// Package daemon wires the long-running process together: state directory,
-// database, HTTP and admin listeners, local models, the systemd protocol
-// (READY/STATUS/WATCHDOG/STOPPING) and SIGHUP reloads. Features built on top
-// register themselves here; nothing in this package knows a channel's
-// protocol.
+// Package daemon is the host of the long-running process: state directory,
+// database, the HTTP and admin listeners, local models, the systemd
+// protocol (READY/STATUS/WATCHDOG/STOPPING), SIGHUP reloads, the liveness
+// probes and the admin backend. The conversation pipeline is
+// pkg/assistant; the ways people reach it are channels (pkg/channel),
+// built from the list in channels.go, whose routes the host mounts, whose
+// background work it supervises and to which it routes outbound text by
+// name. Nothing in this package knows a channel's protocol.
 package daemon
 
 import (
@@ -19,11 +22,16 @@ import (
 	"time"
 
 	"agent/pkg/admin"
+	"agent/pkg/assistant"
 	"agent/pkg/buildinfo"
-	"agent/pkg/channel/voice"
+	"agent/pkg/channel"
+	"agent/pkg/clock"
 	"agent/pkg/config"
 	"agent/pkg/console"
+	"agent/pkg/diskfree"
+	"agent/pkg/embed"
 	"agent/pkg/health"
+	"agent/pkg/localmodels"
 	"agent/pkg/logging"
 	"agent/pkg/metrics"
 	"agent/pkg/statedir"
@@ -59,6 +67,8 @@ type Options struct {
 	SysRoot         string // sysfs for the self-check's thermal zones; default /sys (tests: fixtures)
 	// HTTPTimeouts: server.listen's read/write/idle timeouts; zero: defaults (limits.go).
 	HTTPTimeouts HTTPTimeouts
+	// Channels are the channels to build, in order; nil: DefaultChannels().
+	Channels []channel.Builder
 }
 
 // Daemon is one running instance.
@@ -78,13 +88,11 @@ type Daemon struct {
 	compMu     sync.RWMutex
 	components map[string]string // name -> "ready" | "loading" | "unavailable: reason"
 
-	brain    *brain // nil when the pipeline could not start (brainErr says why)
-	brainErr error
-	health   *healthPart        // pkg/daemon/selfcheck.go
-	loopPing chan chan struct{} // the event_loop liveness probe
-	wecom    *wecomChannel      // nil unless wecom.enabled
-	voice    *voice.Server      // nil unless voice.enabled
-	sessions *console.Sessions  // web console sign-ins (voice.go)
+	asst     *assistant.Assistant // assistant.Failed(err) when the pipeline could not start
+	channels *channel.Set         // the enabled channels (channels.go)
+	sessions *console.Sessions    // web console sign-ins (console.go)
+	probes   *probes              // liveness probe state (probes.go)
+	loopPing chan chan struct{}   // the event_loop liveness probe
 
 	serveErr chan error
 	httpAddr string
@@ -106,6 +114,9 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Channels == nil {
+		opts.Channels = DefaultChannels()
 	}
 	d := &Daemon{
 		opts:       opts,
@@ -156,7 +167,7 @@ func (d *Daemon) run(ctx context.Context) error {
 	d.checker.RegisterLiveness("event_loop", d.checkEventLoop)
 	d.checker.RegisterLiveness("runner", d.checkRunner)
 	d.checker.RegisterLiveness("http", d.checkServing)
-	d.checker.Register("state_dir", func(context.Context) error { return checkDisk(stateDir) })
+	d.checker.Register("state_dir", func(context.Context) error { return diskfree.Check(stateDir) })
 	d.checker.Register("llm", d.checkLLMConfigured)
 	for name, c := range d.opts.Checks {
 		d.checker.RegisterLiveness(name, c)
@@ -176,15 +187,19 @@ func (d *Daemon) run(ctx context.Context) error {
 
 	// The conversation pipeline. A failure here (e.g. an unusable
 	// workspace) disables conversations, not the daemon: health says why.
-	if b, err := d.startBrain(cfg); err != nil {
-		d.brainErr = err
-		d.logger.Error("conversation pipeline unavailable", "err", err)
-		d.checker.Register("conversations", func(context.Context) error { return err })
+	d.startAssistant(cfg)
+	d.sessions = console.NewSessions(console.SessionConfig{Now: d.now, Logger: d.logger.With("component", "console")})
+	chCtx, stopChannels := context.WithCancel(context.Background())
+	defer stopChannels()
+	d.startChannels(chCtx, cfg) // channels.go
+	// After the channels: a job due now finds them connected.
+	if err := d.asst.Start(context.Background()); err != nil {
+		if d.asst.Err() == nil {
+			d.logger.Error("scheduled jobs are not running", "err", err)
+		}
 	} else {
-		d.brain = b
+		d.setComponent("scheduler", "ready")
 	}
-	d.startWeCom(cfg)
-	d.runScheduler() // after the channels: a job due now finds them connected
 
 	runCtx, stop := context.WithCancel(context.Background())
 	defer stop()
@@ -199,7 +214,7 @@ func (d *Daemon) run(ctx context.Context) error {
 	}()
 	go func() {
 		defer wg.Done()
-		if err := admin.Serve(runCtx, adminLn, d, d.logger.With("component", "admin")); err != nil {
+		if err := admin.Serve(runCtx, adminLn, adminBackend{d, d.asst}, d.logger.With("component", "admin")); err != nil {
 			d.serveErr <- fmt.Errorf("admin: %w", err)
 		}
 	}()
@@ -233,7 +248,7 @@ func (d *Daemon) run(ctx context.Context) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		d.selfCheckDaily(runCtx)
+		d.asst.SelfCheckDaily(runCtx)
 	}()
 
 	var runErr error
@@ -263,12 +278,19 @@ loop:
 		d.logger.Warn("http shutdown incomplete, closing connections", "err", err)
 		httpSrv.Close()
 	}
-	d.stopVoice(shutCtx)
-	d.stopWeCom(shutCtx) // before the runner: turns in flight stay pending
-	if d.brain != nil {
-		if err := d.brain.close(shutCtx); err != nil {
-			d.logger.Warn("conversations did not stop cleanly", "err", err)
-		}
+	// Hijacked connections (voice) are not closed by Shutdown; their
+	// turns in flight are cancelled with them.
+	if err := d.channels.Close(shutCtx); err != nil {
+		d.logger.Warn("channel connections did not close in time", "err", err)
+	}
+	// Before the runner: a WeCom turn in flight stays pending, to run
+	// again after the restart; a send in flight is recorded.
+	stopChannels()
+	if err := d.channels.Wait(shutCtx); err != nil {
+		d.logger.Warn("channels did not stop in time", "err", err)
+	}
+	if err := d.asst.Close(shutCtx); err != nil {
+		d.logger.Warn("conversations did not stop cleanly", "err", err)
 	}
 	stop()
 	waited := make(chan struct{})
@@ -322,7 +344,9 @@ func (d *Daemon) loadModels(ctx context.Context) {
 			d.checker.Register(name, func(context.Context) error { return fmt.Errorf("%w: %v", health.ErrDegraded, err) })
 		}
 	}
-	d.attachEmbedder(ctx)
+	if src, ok := d.opts.Models.(embedderSource); ok {
+		d.asst.SetEmbedder(ctx, src.Embedder(), localmodels.EmbeddingID(d.config()))
+	}
 	d.notify(fmt.Sprintf("STATUS=serving on %s; %d/%d local models ready", d.httpAddr, ready, len(results)))
 	d.logger.Info("local models loaded", "ready", ready, "total", len(results), "took", d.now().Sub(start).Round(time.Millisecond))
 }
@@ -355,11 +379,7 @@ func (d *Daemon) watchdog(ctx context.Context, every time.Duration) {
 // failing: local features keep working) while no API key is configured for
 // a provider that needs one.
 func (d *Daemon) checkLLMConfigured(context.Context) error {
-	l := d.config().LLM
-	if l.APIKey == "" && config.NeedsAPIKey(l.Provider) {
-		return fmt.Errorf("%w: llm.api_key is empty; replies need the remote model (set it, then agentctl reload)", health.ErrDegraded)
-	}
-	return nil
+	return assistant.CheckLLMConfigured(d.config().LLM)
 }
 
 // checkServing proves the HTTP server answers: a request to /livez over
@@ -445,22 +465,10 @@ func (d *Daemon) Reload(ctx context.Context) error {
 	if d.opts.Scrubber != nil {
 		d.opts.Scrubber.Set(next.Secrets())
 	}
-	if d.brain != nil {
-		changed, err := d.brain.prompt.Reload()
-		if err != nil {
-			d.logger.Warn("workspace prompt files", "err", err)
-		}
-		if len(changed) > 0 {
-			d.logger.Info("workspace prompt files reloaded", "changed", changed)
-		}
-	}
-	d.applyMCP(ctx, next.MCPServers) // live: the manager restarts only what changed
 	d.mu.Lock()
 	d.cfg = next
 	d.mu.Unlock()
-	if d.brain != nil && d.brain.sched != nil {
-		d.enforceJobRecipients(ctx) // owners or owner_broadcast may have changed
-	}
+	d.asst.Reload(ctx, next) // prompt files, [mcp_servers], the recipients of stored jobs
 	d.notify("STATUS=configuration reloaded")
 	d.logger.Info("configuration reloaded", "file", next.Path)
 	return nil
@@ -520,10 +528,47 @@ func (d *Daemon) Status(ctx context.Context) admin.Status {
 	for _, c := range rep.Checks {
 		st.Checks = append(st.Checks, admin.Check{Name: c.Name, Status: string(c.Status), Detail: c.Detail})
 	}
-	d.compMu.RLock()
-	for k, v := range d.components {
-		st.Components[k] = v
-	}
-	d.compMu.RUnlock()
+	st.Components = d.componentStates()
 	return st
+}
+
+// embedderSource is what the local models offer memory (localmodels.Set).
+type embedderSource interface {
+	Embedder() *embed.Embedder
+}
+
+// startAssistant builds the conversation pipeline; a failure leaves an
+// assistant that says why on every call, and health reports it.
+func (d *Daemon) startAssistant(cfg *config.Config) {
+	a, err := assistant.New(cfg, assistant.Deps{
+		Store:      d.store,
+		Config:     d.config,
+		Env:        d.opts.Env,
+		Logger:     d.logger,
+		Scrubber:   d.opts.Scrubber,
+		Clock:      clock.Func(d.now),
+		Metrics:    d.metrics,
+		Health:     d.checker,
+		ErrLog:     d.probes.errlog,
+		Send:       d.sendOut,
+		Components: d.componentStates,
+		Started:    d.started,
+		SysRoot:    d.opts.SysRoot,
+	})
+	if err != nil {
+		d.logger.Error("conversation pipeline unavailable", "err", err)
+		d.checker.Register("conversations", func(context.Context) error { return err })
+		a = assistant.Failed(err)
+	}
+	d.asst = a
+}
+
+func (d *Daemon) componentStates() map[string]string {
+	d.compMu.RLock()
+	defer d.compMu.RUnlock()
+	out := make(map[string]string, len(d.components))
+	for k, v := range d.components {
+		out[k] = v
+	}
+	return out
 }

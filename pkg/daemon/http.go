@@ -18,8 +18,8 @@ import (
 func (d *Daemon) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", d.handleHealthz)
-	d.wecomRoutes(mux)
-	d.voiceRoutes(mux) // GET / (console), GET /voice when voice.enabled
+	d.consoleRoutes(mux)  // GET / and the sign-in link (console.go)
+	d.channels.Mount(mux) // /wecom/callback, GET /voice ... (channels.go)
 	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Write([]byte("ok\n"))

@@ -17,7 +17,9 @@ import (
 	"github.com/gorilla/websocket"
 
 	"agent/pkg/admin"
+	"agent/pkg/channel"
 	"agent/pkg/config"
+	"agent/pkg/console"
 	"agent/pkg/metrics"
 	"agent/pkg/wecom/wecomtest"
 )
@@ -174,7 +176,9 @@ func TestHTTPTimeoutsCutSlowClientsNotWebSockets(t *testing.T) {
 func TestHTTPServerSettings(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.Server.MaxConns, cfg.Server.MaxConnsPerClient = 512, 32
-	d := &Daemon{logger: slog.New(slog.DiscardHandler), now: time.Now, cfg: cfg, metrics: metrics.NewRegistry()}
+	channels, _ := channel.NewSet(nil, nil)
+	d := &Daemon{logger: slog.New(slog.DiscardHandler), now: time.Now, cfg: cfg, metrics: metrics.NewRegistry(),
+		channels: channels, sessions: console.NewSessions(console.SessionConfig{})}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"agent/pkg/admin"
+	"agent/pkg/assistant"
 	"agent/pkg/config"
 	"agent/pkg/health"
 	"agent/pkg/runner"
@@ -43,9 +44,9 @@ func toolLLM(t *testing.T) *httptest.Server {
 		}
 		switch {
 		case last.Role == "user" && strings.Contains(last.Content, "check yourself"):
-			call(ToolSelfCheck)
+			call(assistant.ToolSelfCheck)
 		case last.Role == "user" && strings.Contains(last.Content, "diagnose"):
-			call(ToolDiagnose)
+			call(assistant.ToolDiagnose)
 		default:
 			b, _ := json.Marshal(last.Content)
 			fmt.Fprintf(w, `{"id":"c2","object":"chat.completion","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":%s}}]}`, b)

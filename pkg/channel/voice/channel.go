@@ -81,7 +81,9 @@ func Build(_ context.Context, h channel.Host) (channel.Channel, error) {
 		Token:    func() string { return h.Config().Voice.Token },
 		Operator: ConsoleOperator,
 		ASR:      recognizer,
-		Admit:    func(ctx context.Context, principals []string) (Admission, error) { return admit(ctx, h, logger, principals) },
+		Admit: func(ctx context.Context, principals []string) (Admission, error) {
+			return admit(ctx, h, logger, principals)
+		},
 		Defaults: func() Defaults {
 			v := h.Config().Voice
 			return Defaults{Partials: v.PartialTranscripts, TTS: v.TTS, TTSVoice: v.TTSVoice}

@@ -1,4 +1,4 @@
-package daemon
+package assistant
 
 import (
 	"context"
@@ -9,14 +9,15 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"agent/pkg/agent"
 	"agent/pkg/config"
 	"agent/pkg/health"
+	"agent/pkg/store"
 	"agent/pkg/tools"
 )
 
@@ -49,37 +50,67 @@ func closedURL(t *testing.T) string {
 	return "http://" + addr + "/mcp"
 }
 
-// mcpDaemon is a Daemon with only the MCP part of the brain, configured
-// from a file the test rewrites.
-type mcpDaemon struct {
-	*Daemon
-	path string
-	reg  *tools.Registry
+// mcpAssistant is an assistant configured from a file the test rewrites.
+type mcpAssistant struct {
+	*Assistant
+	path    string
+	reg     *tools.Registry
+	checker *health.Checker
+	env     config.Env
+
+	mu  sync.Mutex
+	cfg *config.Config
 }
 
-func newMCPDaemon(t *testing.T, servers string) *mcpDaemon {
+func newMCPAssistant(t *testing.T, servers string) *mcpAssistant {
 	t.Helper()
 	dir := t.TempDir()
-	m := &mcpDaemon{path: filepath.Join(dir, "config.toml"), reg: tools.NewRegistry()}
+	m := &mcpAssistant{path: filepath.Join(dir, "config.toml"), checker: health.New(time.Second, nil),
+		env: func(string) (string, bool) { return "", false }}
 	m.write(t, servers)
-	env := func(string) (string, bool) { return "", false }
-	cfg, _, err := config.Load(m.path, env)
+	cfg, _, err := config.Load(m.path, m.env)
 	if err != nil {
 		t.Fatal(err)
 	}
-	logger := slog.New(slog.DiscardHandler)
-	m.Daemon = &Daemon{opts: Options{Env: env, Notifier: newFakeNotifier(0)}, logger: logger, now: time.Now, cfg: cfg,
-		checker: health.New(time.Second, nil)}
-	b := &brain{prompt: agent.NewPrompt(dir, logger)}
-	if err := m.startMCP(b, m.reg, cfg); err != nil {
+	m.cfg = cfg
+	if err := os.MkdirAll(cfg.Agent.StateDir, 0o750); err != nil {
 		t.Fatal(err)
 	}
-	m.brain = b
-	t.Cleanup(func() { b.mcp.close(context.Background()) })
+	st, err := store.Open(context.Background(), filepath.Join(cfg.Agent.StateDir, store.FileName), slog.New(slog.DiscardHandler), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	a, err := New(cfg, Deps{Store: st, Config: m.config, Env: m.env, Health: m.checker})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close(context.Background()) })
+	m.Assistant, m.reg = a, a.reg
 	return m
 }
 
-func (m *mcpDaemon) write(t *testing.T, servers string) {
+func (m *mcpAssistant) config() *config.Config {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.cfg
+}
+
+// reload is the daemon's SIGHUP: the file becomes the configuration in
+// force, then the assistant applies it.
+func (m *mcpAssistant) reload(t *testing.T) {
+	t.Helper()
+	next, _, err := config.Load(m.path, m.env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.mu.Lock()
+	m.cfg = next
+	m.mu.Unlock()
+	m.Reload(context.Background(), next)
+}
+
+func (m *mcpAssistant) write(t *testing.T, servers string) {
 	t.Helper()
 	body := "[server]\nlisten = \"127.0.0.1:0\"\n[agent]\nstate_dir = \"var\"\n" + servers
 	if err := os.WriteFile(m.path, []byte(body), 0o600); err != nil {
@@ -89,7 +120,7 @@ func (m *mcpDaemon) write(t *testing.T, servers string) {
 
 // reloadTool runs reload_mcp as the operator (admin channel); a user who
 // is not an owner is refused and nothing is reloaded.
-func (m *mcpDaemon) reloadTool(t *testing.T) (string, error) {
+func (m *mcpAssistant) reloadTool(t *testing.T) (string, error) {
 	t.Helper()
 	if _, err := m.reg.Run(context.Background(), ToolReloadMCP, tools.Call{Args: []byte(`{}`), Channel: "wecom", User: "mallory"}); err == nil ||
 		!strings.Contains(err.Error(), "only the assistant's owners") {
@@ -98,7 +129,7 @@ func (m *mcpDaemon) reloadTool(t *testing.T) (string, error) {
 	return m.reg.Run(context.Background(), ToolReloadMCP, tools.Call{Args: []byte(`{}`), Channel: "admin", User: "ops"})
 }
 
-func (m *mcpDaemon) mcpCheck(t *testing.T) health.Result {
+func (m *mcpAssistant) mcpCheck(t *testing.T) health.Result {
 	t.Helper()
 	rep := m.checker.Run(context.Background())
 	if !rep.Alive {
@@ -119,7 +150,7 @@ func httpServer(name, url string) string {
 
 func TestReloadMCPTool(t *testing.T) {
 	web := httpServer("web", mcpHTTPServer(t))
-	d := newMCPDaemon(t, web)
+	d := newMCPAssistant(t, web)
 	out, err := d.reloadTool(t) // unchanged file: the server stays, reported ready
 	if err != nil || !strings.Contains(out, "web (http): ready, 1 tools") {
 		t.Fatalf("reload_mcp = %q, %v", out, err)
@@ -183,11 +214,9 @@ func TestReloadMCPTool(t *testing.T) {
 		t.Errorf("reload_mcp with none = %q, %v", out, err)
 	}
 
-	// SIGHUP (Daemon.Reload) applies [mcp_servers] live too.
+	// SIGHUP (the daemon's Reload) applies [mcp_servers] live too.
 	d.write(t, web)
-	if err := d.Reload(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	d.reload(t)
 	d.settleMCP(context.Background(), 10*time.Second)
 	if _, ok := d.reg.Get("web__echo"); !ok {
 		t.Error("web__echo not registered after a reload added its server")
