@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"agent/pkg/clip"
+	"agent/pkg/clock"
 	"agent/pkg/config"
 	"agent/pkg/llm"
 	"agent/pkg/logging"
@@ -133,7 +134,11 @@ type Deps struct {
 	// logging.ScrubPatterns.
 	Scrub  func(string) string
 	Logger *slog.Logger
-	Now    func() time.Time
+	// Clock is the turn's time: the date in the prompt and the time budget
+	// (TurnTimeout, FinalGrace). nil: Now with real timers.
+	Clock clock.Clock
+	// Now reads the time when Clock is nil; nil: the wall clock.
+	Now func() time.Time
 }
 
 // Agent runs turns. It is safe for concurrent use; the caller keeps turns of
@@ -142,18 +147,18 @@ type Agent struct {
 	cfg    Config
 	d      Deps
 	logger *slog.Logger
-	now    func() time.Time
+	clock  clock.Clock
 }
 
 // New returns an Agent.
 func New(cfg Config, d Deps) *Agent {
-	a := &Agent{cfg: cfg.withDefaults(), d: d, logger: d.Logger, now: d.Now}
+	a := &Agent{cfg: cfg.withDefaults(), d: d, logger: d.Logger, clock: d.Clock}
 	if a.logger == nil {
 		a.logger = slog.New(slog.DiscardHandler)
 	}
 	a.logger = a.logger.With("component", "agent")
-	if a.now == nil {
-		a.now = time.Now
+	if a.clock == nil {
+		a.clock = clock.Func(d.Now)
 	}
 	return a
 }
@@ -238,7 +243,7 @@ const (
 func (a *Agent) Turn(ctx context.Context, in Input, emit func(Event)) (Output, error) {
 	var out Output
 	cfg := a.cfg
-	start := a.now()
+	start := a.clock.Now()
 	if emit == nil {
 		emit = func(Event) {}
 	}
@@ -250,9 +255,9 @@ func (a *Agent) Turn(ctx context.Context, in Input, emit func(Event)) (Output, e
 
 	// The loop runs under the time budget; the closing summary call may use
 	// a little more.
-	hardCtx, cancelHard := context.WithTimeout(ctx, cfg.TurnTimeout+cfg.FinalGrace)
+	hardCtx, cancelHard := clock.WithTimeout(ctx, a.clock, cfg.TurnTimeout+cfg.FinalGrace)
 	defer cancelHard()
-	loopCtx, cancelLoop := context.WithTimeout(hardCtx, cfg.TurnTimeout)
+	loopCtx, cancelLoop := clock.WithTimeout(hardCtx, a.clock, cfg.TurnTimeout)
 	defer cancelLoop()
 
 	sess, err := a.d.Sessions.Current(hardCtx, in.Key)

@@ -5,9 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -15,88 +12,43 @@ import (
 	"testing"
 	"time"
 
+	"agent/pkg/clock"
 	"agent/pkg/llm"
+	"agent/pkg/llm/llmtest"
 	"agent/pkg/recipient"
 	"agent/pkg/session"
 	"agent/pkg/store"
 	"agent/pkg/tools"
 )
 
-// scripted is an OpenAI-compatible server answering from a script and
-// recording every request body. Past the end of the script it answers
-// "script exhausted".
-type scripted struct {
-	*httptest.Server
-	mu      sync.Mutex
-	replies []string
-	reqs    []map[string]any
-}
-
-func newScripted(t *testing.T, replies ...string) *scripted {
-	t.Helper()
-	s := &scripted{replies: replies}
-	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		var body map[string]any
-		if err := json.Unmarshal(b, &body); err != nil {
-			t.Errorf("request body: %v", err)
-		}
-		s.mu.Lock()
-		n := len(s.reqs)
-		s.reqs = append(s.reqs, body)
-		reply := textReply("script exhausted")
-		if n < len(s.replies) {
-			reply = s.replies[n]
-		}
-		s.mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, reply)
-	}))
-	t.Cleanup(s.Close)
-	return s
-}
-
-func (s *scripted) requests() []map[string]any {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]map[string]any(nil), s.reqs...)
-}
-
-func completion(msg map[string]any, finish string) string {
-	b, _ := json.Marshal(map[string]any{
-		"id": "x", "object": "chat.completion", "model": "m",
-		"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": finish}},
-		"usage":   map[string]any{"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
-	})
-	return string(b)
-}
-
-func textReply(text string) string {
-	return completion(map[string]any{"role": "assistant", "content": text}, "stop")
-}
+func textReply(text string) llmtest.Reply { return llmtest.Text(text) }
 
 type tc struct{ id, name, args string }
 
-func toolReply(calls ...tc) string {
-	var cs []any
+func toolReply(calls ...tc) llmtest.Reply {
+	var cs []llmtest.ToolCall
 	for _, c := range calls {
-		cs = append(cs, map[string]any{"id": c.id, "type": "function", "function": map[string]any{"name": c.name, "arguments": c.args}})
+		cs = append(cs, llmtest.ToolCall{ID: c.id, Name: c.name, Arguments: c.args})
 	}
-	return completion(map[string]any{"role": "assistant", "content": nil, "tool_calls": cs}, "tool_calls")
+	return llmtest.Calls(cs...)
 }
+
+// turnStart is the time every harness turn runs at.
+var turnStart = time.Date(2026, 3, 2, 1, 30, 0, 0, time.UTC)
 
 type harness struct {
 	agent    *Agent
-	srv      *scripted
+	srv      *llmtest.Server
+	clock    *clock.Fake
 	sessions *session.Store
 	reg      *tools.Registry
 	key      session.Key
 }
 
-func newHarness(t *testing.T, cfg Config, replies ...string) *harness {
+func newHarness(t *testing.T, cfg Config, replies ...llmtest.Reply) *harness {
 	t.Helper()
-	srv := newScripted(t, replies...)
-	client, err := llm.New(llm.Config{Provider: "openai", BaseURL: srv.URL, APIKey: "k", Model: "main-model"},
+	srv := llmtest.New(t, replies...)
+	client, err := llm.New(llm.Config{Provider: "openai", BaseURL: srv.URL(), APIKey: "k", Model: "main-model"},
 		llm.WithRetry(llm.RetryPolicy{MaxAttempts: 1}), llm.WithBreaker(-1, 0))
 	if err != nil {
 		t.Fatal(err)
@@ -106,8 +58,8 @@ func newHarness(t *testing.T, cfg Config, replies ...string) *harness {
 		t.Fatalf("store.Open: %v", err)
 	}
 	t.Cleanup(func() { db.Close() })
-	clock := time.Date(2026, 3, 2, 1, 30, 0, 0, time.UTC)
-	sessions := session.New(db.DB(), func() time.Time { return clock })
+	clk := clock.NewFake(turnStart)
+	sessions := session.New(db.DB(), clk.Now)
 	reg := tools.NewRegistry()
 	mustRegister(t, reg, tools.Tool{Name: "echo", Description: "echo", Handler: func(ctx context.Context, c tools.Call) (string, error) {
 		return "echo:" + string(c.Args), nil
@@ -122,8 +74,8 @@ func newHarness(t *testing.T, cfg Config, replies ...string) *harness {
 		return strings.Repeat("x", 100<<10), nil
 	}})
 	key, _ := session.P2P("wecom", "alice")
-	a := New(cfg, Deps{LLM: client, Tools: reg, Sessions: sessions, Prompt: NewPrompt(t.TempDir(), nil), Now: func() time.Time { return clock }})
-	return &harness{agent: a, srv: srv, sessions: sessions, reg: reg, key: key}
+	a := New(cfg, Deps{LLM: client, Tools: reg, Sessions: sessions, Prompt: NewPrompt(t.TempDir(), nil), Clock: clk})
+	return &harness{agent: a, srv: srv, clock: clk, sessions: sessions, reg: reg, key: key}
 }
 
 func mustRegister(t testing.TB, r *tools.Registry, tool tools.Tool) {
@@ -166,12 +118,8 @@ func (h *harness) checkSession(t *testing.T) []llm.Message {
 // sentMessages returns the messages of request i.
 func (h *harness) sentMessages(t *testing.T, i int) []map[string]any {
 	t.Helper()
-	reqs := h.srv.requests()
-	if i >= len(reqs) {
-		t.Fatalf("only %d requests, want #%d", len(reqs), i)
-	}
 	var out []map[string]any
-	for _, m := range reqs[i]["messages"].([]any) {
+	for _, m := range h.srv.Request(i).JSON["messages"].([]any) {
 		out = append(out, m.(map[string]any))
 	}
 	return out
@@ -192,7 +140,7 @@ func TestPlainReply(t *testing.T) {
 	if m := lastMsg(msgs); m["role"] != "user" || m["content"] != "hi" {
 		t.Errorf("last message sent = %v", m)
 	}
-	if req := h.srv.requests()[0]; req["model"] != "main-model" || req["tools"] == nil {
+	if req := h.srv.Request(0).JSON; req["model"] != "main-model" || req["tools"] == nil {
 		t.Errorf("model/tools: %v %v", req["model"], req["tools"])
 	}
 	stored := h.checkSession(t)
@@ -244,9 +192,7 @@ func TestParallelToolCalls(t *testing.T) {
 			return "result of " + name, nil
 		}})
 	}
-	h.srv.mu.Lock()
-	h.srv.replies = []string{toolReply(tc{"id_a", "slow_a", `{}`}, tc{"id_b", "slow_b", `{}`}), textReply("both done")}
-	h.srv.mu.Unlock()
+	h.srv.Script(toolReply(tc{"id_a", "slow_a", `{}`}, tc{"id_b", "slow_b", `{}`}), textReply("both done"))
 	out, _ := h.turn(t, "go")
 	if out.Text != "both done" || peak.Load() != 2 {
 		t.Fatalf("out %+v peak %d", out, peak.Load())
@@ -300,7 +246,7 @@ func TestRepeatGuard(t *testing.T) {
 	if c := third["content"].(string); !strings.Contains(c, "Do not repeat") {
 		t.Errorf("third result = %q", c)
 	}
-	final := h.srv.requests()[4]
+	final := h.srv.Request(4).JSON
 	if final["tools"] != nil {
 		t.Errorf("final call sent tools")
 	}
@@ -314,9 +260,9 @@ func TestMaxIterations(t *testing.T) {
 	if out.Stopped != StopIterations || out.Steps != 4 || out.Text != "summary: echoed 3 times" {
 		t.Fatalf("got %+v", out)
 	}
-	reqs := h.srv.requests()
-	if len(reqs) != 4 || reqs[3]["tools"] != nil {
-		t.Fatalf("%d requests, last tools %v", len(reqs), reqs[3]["tools"])
+	reqs := h.srv.Requests()
+	if len(reqs) != 4 || reqs[3].JSON["tools"] != nil {
+		t.Fatalf("%d requests, last tools %v", len(reqs), reqs[3].JSON["tools"])
 	}
 	if m := lastMsg(h.sentMessages(t, 3)); m["role"] != "user" || !strings.Contains(m["content"].(string), "Do not call any tools") {
 		t.Errorf("final prompt = %v", m)
@@ -327,7 +273,7 @@ func TestGarbageReplies(t *testing.T) {
 	h := newHarness(t, Config{},
 		textReply(""),
 		toolReply(tc{"x", "", `{}`}),
-		completion(map[string]any{"role": "assistant", "content": ""}, "length"))
+		llmtest.Reply{Finish: "length"})
 	for _, want := range []string{EmptyReplyText, InvalidReplyText, TruncatedText} {
 		out, _ := h.turn(t, "hello?")
 		if out.Text != want || out.Stopped != StopGarbage {
@@ -343,9 +289,8 @@ func TestHistoryAcrossTurnsAndVoiceModel(t *testing.T) {
 	if err != nil || out.Text != "second answer" {
 		t.Fatalf("second turn: %+v %v", out, err)
 	}
-	req := h.srv.requests()[2]
-	if req["model"] != "voice-model" {
-		t.Errorf("model = %v", req["model"])
+	if req := h.srv.Request(2); req.Model != "voice-model" {
+		t.Errorf("model = %v", req.Model)
 	}
 	var roles []string
 	for _, m := range h.sentMessages(t, 2) {
@@ -370,17 +315,7 @@ func TestUnreachableLLM(t *testing.T) {
 }
 
 func TestStreamEmitsText(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/event-stream")
-		for _, frag := range []string{"Hel", "lo"} {
-			fmt.Fprintf(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":%q}}]}\n\n", frag)
-		}
-		io.WriteString(w, "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
-	}))
-	defer srv.Close()
-	h := newHarness(t, Config{})
-	client, _ := llm.New(llm.Config{Provider: "openai", BaseURL: srv.URL, APIKey: "k", Model: "m"})
-	h.agent.d.LLM = client
+	h := newHarness(t, Config{}, llmtest.Stream("Hel", "lo"))
 	var text string
 	out, err := h.agent.Turn(context.Background(), Input{Key: h.key, Text: "hi", Stream: true}, func(e Event) {
 		if e.Kind == EventText {
@@ -390,6 +325,35 @@ func TestStreamEmitsText(t *testing.T) {
 	if err != nil || out.Text != "Hello" || text != "Hello" {
 		t.Fatalf("out %+v err %v streamed %q", out, err, text)
 	}
+	if !h.srv.Request(0).Stream {
+		t.Error("the request did not ask for a stream")
+	}
+}
+
+// TestTurnTimeout: a model that does not answer within TurnTimeout stops
+// the loop; the closing summary call gets FinalGrace more.
+func TestTurnTimeout(t *testing.T) {
+	h := newHarness(t, Config{TurnTimeout: time.Minute, FinalGrace: 10 * time.Second},
+		toolReply(tc{"c1", "echo", `{}`}), llmtest.Hang(), textReply("I ran out of time."))
+	type result struct {
+		out Output
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, err := h.agent.Turn(context.Background(), Input{Key: h.key, User: "alice", Channel: "wecom", Profile: "wecom", Text: "slow"}, nil)
+		done <- result{out, err}
+	}()
+	h.srv.Wait(2) // the second call hangs
+	h.clock.Advance(time.Minute)
+	r := <-done
+	if r.err != nil || r.out.Stopped != StopTime || r.out.Text != "I ran out of time." || r.out.Steps != 3 {
+		t.Fatalf("got %+v, %v; want a summary after the time budget", r.out, r.err)
+	}
+	if final := h.srv.Request(2); final.JSON["tools"] != nil || !strings.Contains(final.Last().Content, "Do not call any tools") {
+		t.Errorf("final call: tools %v, last message %+v", final.JSON["tools"], final.Last())
+	}
+	h.checkSession(t)
 }
 
 func TestMessageTool(t *testing.T) {
@@ -439,7 +403,7 @@ func TestTokenBudget(t *testing.T) {
 	h := newHarness(t, Config{TurnTokenBudget: 20},
 		toolReply(tc{"a", "echo", `{"n":1}`}), toolReply(tc{"b", "echo", `{"n":2}`}), textReply("summary"))
 	out, _ := h.turn(t, "go")
-	if out.Stopped != StopTokens || out.Steps != 3 || out.Text != "summary" || h.srv.requests()[2]["tools"] != nil {
+	if out.Stopped != StopTokens || out.Steps != 3 || out.Text != "summary" || h.srv.Request(2).JSON["tools"] != nil {
 		t.Fatalf("got %+v", out)
 	}
 }
