@@ -15,6 +15,7 @@ import (
 
 	"agent/pkg/agent"
 	"agent/pkg/clip"
+	"agent/pkg/clock"
 	"agent/pkg/llm"
 	"agent/pkg/memory"
 	"agent/pkg/runner"
@@ -71,6 +72,9 @@ type Deps struct {
 	Closed func(sessionID int64)
 	Model  string
 	Logger *slog.Logger
+	// Clock bounds the delivery of a cancelled turn's last word; nil: the
+	// wall clock.
+	Clock clock.Clock
 }
 
 // Service routes inbound messages. Safe for concurrent use.
@@ -93,6 +97,7 @@ func New(d Deps) *Service {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	d.Clock = clock.Or(d.Clock)
 	return &Service{d: d, logger: logger.With("component", "conversation"), verbose: map[session.Key]bool{}}
 }
 
@@ -198,6 +203,9 @@ func (s *Service) turn(ctx context.Context, key session.Key, in Inbound, reply R
 	s.send(ctx, reply, out.Text)
 }
 
+// lastWordTimeout bounds the delivery of a cancelled turn's last word.
+const lastWordTimeout = 10 * time.Second
+
 // send delivers text, logging (not dropping silently) a failed delivery.
 func (s *Service) send(ctx context.Context, reply Reply, text string) {
 	if text == "" {
@@ -206,7 +214,7 @@ func (s *Service) send(ctx context.Context, reply Reply, text string) {
 	// A cancelled turn still owes the user its last word.
 	if ctx.Err() != nil {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		ctx, cancel = clock.WithTimeout(context.WithoutCancel(ctx), s.d.Clock, lastWordTimeout)
 		defer cancel()
 	}
 	if err := reply(ctx, text); err != nil {

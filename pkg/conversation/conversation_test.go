@@ -8,8 +8,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"agent/pkg/agent"
+	"agent/pkg/clock"
 	"agent/pkg/llm"
 	"agent/pkg/memory"
 	"agent/pkg/runner"
@@ -173,6 +175,44 @@ func TestQueuedAtShutdownIsTold(t *testing.T) {
 	if len(got) != 1 || got[0] != NotAnsweredText {
 		t.Fatalf("replies %q; want %q", got, NotAnsweredText)
 	}
+}
+
+// The last word of a cancelled turn gets lastWordTimeout to be delivered,
+// then delivery gives up.
+func TestLastWordIsBounded(t *testing.T) {
+	s := newService(t, func(agent.Input, func(agent.Event)) (agent.Output, error) {
+		return agent.Output{Text: "never"}, nil
+	}, 8)
+	clk := clock.NewFake(time.Time{})
+	s.d.Clock = clk
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	delivery := make(chan error, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.turn(ctx, "p2p:admin:alice", Inbound{Channel: "admin", Sender: "alice", Text: "hi"}, func(ctx context.Context, r string) error {
+			<-ctx.Done() // a channel that does not answer
+			delivery <- ctx.Err()
+			return ctx.Err()
+		})
+	}()
+	wait, stop := context.WithTimeout(context.Background(), 10*time.Second)
+	defer stop()
+	if !clk.WaitTimers(1, wait.Done()) {
+		t.Fatal("delivery is not bounded")
+	}
+	clk.Advance(lastWordTimeout - time.Nanosecond)
+	select {
+	case err := <-delivery:
+		t.Fatalf("delivery gave up early: %v", err)
+	default:
+	}
+	clk.Advance(time.Nanosecond)
+	if err := <-delivery; !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("delivery ended with %v", err)
+	}
+	<-done
 }
 
 // In a group the asker's own usage is shown, not the group key's.
