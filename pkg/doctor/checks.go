@@ -379,7 +379,20 @@ func (e Env) checkDaemon(ctx context.Context) Result {
 				}
 			}
 		}
-		return Result{Level: lvl, Detail: fmt.Sprintf("running (pid %d, %s, up %s, RSS %d MiB), %s", st.PID, st.Version, st.Uptime, st.RSSBytes>>20, health)}
+		res := Result{Level: lvl, Detail: fmt.Sprintf("running (pid %d, %s, up %s, RSS %d MiB), %s", st.PID, st.Version, st.Uptime, st.RSSBytes>>20, health)}
+		// A channel whose background work keeps failing is restarted with
+		// backoff and reported degraded: the daemon is healthy, the
+		// channel is not.
+		for _, c := range st.Checks {
+			if name, ok := strings.CutPrefix(c.Name, "channel_"); ok && c.Status != "ok" {
+				if res.Level == OK {
+					res.Level = Warn
+				}
+				res.Detail += "; channel " + name + " is restarting: " + c.Detail
+				res.Fix = "journalctl -u agent -g 'channel stopped' (the channel's error and what it retries)"
+			}
+		}
+		return res
 	}
 	if pid := statedir.Holder(e.Config.Agent.StateDir); pid > 0 {
 		return Result{Level: Fail, Detail: fmt.Sprintf("pid %d holds the state dir but its admin socket does not answer: %v", pid, err), Fix: "journalctl -u agent; systemctl restart agent"}
