@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"agent/pkg/clip"
+	"agent/pkg/clock"
 	wx "agent/pkg/wecom"
 )
 
@@ -25,7 +26,7 @@ const persistTimeout = 3 * time.Second
 type Handler struct {
 	Crypto  *wx.Crypto
 	Inbox   *Inbox
-	Clock   Clock         // RealClock when nil
+	Clock   clock.Clock   // the wall clock when nil
 	MaxSkew time.Duration // DefaultMaxSkew when zero
 	Logger  *slog.Logger  // discarded when nil
 	// Stored is called after a new message is persisted (wakes the
@@ -33,12 +34,7 @@ type Handler struct {
 	Stored func()
 }
 
-func (h *Handler) clock() Clock {
-	if h.Clock != nil {
-		return h.Clock
-	}
-	return RealClock
-}
+func (h *Handler) clock() clock.Clock { return clock.Or(h.Clock) }
 
 func (h *Handler) maxSkew() time.Duration {
 	if h.MaxSkew > 0 {

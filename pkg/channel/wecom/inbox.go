@@ -30,11 +30,11 @@ const (
 	inboxIgnored = mailbox.InIgnored
 )
 
-// Clock is the time source of the channel (clock.Clock); tests inject a
-// *clock.Fake.
+// Clock is the channel's former clock type, now clock.Clock (tests inject
+// a *clock.Fake).
 type Clock = clock.Clock
 
-// RealClock is the wall clock.
+// RealClock is the wall clock (clock.Real()).
 var RealClock Clock = clock.Real()
 
 // Inbox is the persisted queue of received WeCom messages (the mailbox
@@ -44,11 +44,8 @@ type Inbox struct {
 	mb *mailbox.Inbox
 }
 
-// NewInbox returns the inbox on db; clk is RealClock when nil.
-func NewInbox(db *sql.DB, clk Clock) *Inbox {
-	if clk == nil {
-		clk = RealClock
-	}
+// NewInbox returns the inbox on db; clk is the wall clock when nil.
+func NewInbox(db *sql.DB, clk clock.Clock) *Inbox {
 	return &Inbox{db: db, mb: mailbox.NewInbox(db, Channel, clk)}
 }
 

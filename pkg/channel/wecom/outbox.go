@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"agent/pkg/channel/mailbox"
+	"agent/pkg/clock"
 	"agent/pkg/textsplit"
 	wx "agent/pkg/wecom"
 )
@@ -87,8 +88,8 @@ const (
 
 // OutboxConfig configures an Outbox.
 type OutboxConfig struct {
-	API         API // nil: rows are stored but Run cannot send
-	Clock       Clock
+	API         API         // nil: rows are stored but Run cannot send
+	Clock       clock.Clock // the wall clock when nil
 	Logger      *slog.Logger
 	MaxAttempts int // transient failures before a row fails; DefaultMaxAttempts when 0
 	Parallel    int // recipients served at once; DefaultParallel when 0
@@ -130,15 +131,13 @@ type OutboxConfig struct {
 type Outbox struct {
 	q      *mailbox.Outbox
 	cfg    OutboxConfig
-	clock  Clock
+	clock  clock.Clock
 	logger *slog.Logger
 }
 
 // NewOutbox returns the outbox on db.
 func NewOutbox(db *sql.DB, cfg OutboxConfig) *Outbox {
-	if cfg.Clock == nil {
-		cfg.Clock = RealClock
-	}
+	cfg.Clock = clock.Or(cfg.Clock)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"agent/pkg/channel/gate"
+	"agent/pkg/clock"
 	"agent/pkg/conversation"
 	"agent/pkg/llm"
 	"agent/pkg/pairing"
@@ -40,7 +41,7 @@ type ProcessorConfig struct {
 	// applies at once).
 	Policy   func() pairing.Policy
 	Debounce time.Duration // messages of one sender this close together make one turn; 0 = none
-	Clock    Clock
+	Clock    clock.Clock   // the wall clock when nil
 	Logger   *slog.Logger
 	// Media downloads inbound pictures, voice, videos and files into the
 	// sender's own folder through Uploads (media.go); when either is nil,
@@ -61,7 +62,7 @@ type Processor struct {
 	cfg    ProcessorConfig
 	policy gate.Gate
 	db     *sql.DB
-	clock  Clock
+	clock  clock.Clock
 	logger *slog.Logger
 	wake   chan struct{}
 
@@ -91,9 +92,7 @@ func (s *turnSink) take() []outItem {
 
 // NewProcessor returns a processor; Run starts it.
 func NewProcessor(cfg ProcessorConfig) *Processor {
-	if cfg.Clock == nil {
-		cfg.Clock = RealClock
-	}
+	cfg.Clock = clock.Or(cfg.Clock)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
