@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"agent/pkg/errlog"
-	"agent/pkg/selfcheck"
+	"agent/pkg/selfcheck/report"
 	"agent/pkg/store"
 )
 
@@ -30,7 +30,7 @@ func (e Env) checkSelfCheck(ctx context.Context) Result {
 		return Result{Level: Warn, Detail: "not checked: " + err.Error()}
 	}
 	defer s.Close()
-	rep, ok, err := selfcheck.Last(ctx, s.DB())
+	rep, ok, err := report.Last(ctx, s.DB())
 	if err != nil {
 		return Result{Level: Warn, Detail: "not checked: " + err.Error()}
 	}

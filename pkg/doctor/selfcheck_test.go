@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"agent/pkg/errlog"
-	"agent/pkg/selfcheck"
+	"agent/pkg/selfcheck/report"
 	"agent/pkg/store"
 )
 
@@ -34,11 +34,11 @@ func TestSelfCheckReadsTheLastReport(t *testing.T) {
 		t.Fatalf("no report: %+v", r)
 	}
 	at := time.Now().Add(-2 * time.Hour)
-	rep := selfcheck.Report{At: at, Items: []selfcheck.Item{
-		{Name: "database", Level: selfcheck.OK, Detail: "quick_check ok"},
-		{Name: "temperature", Level: selfcheck.Warn, Detail: "tj-thermal 88.2°C; tj-thermal runs hot"},
+	rep := report.Report{At: at, Items: []report.Item{
+		{Name: "database", Level: report.OK, Detail: "quick_check ok"},
+		{Name: "temperature", Level: report.Warn, Detail: "tj-thermal 88.2°C; tj-thermal runs hot"},
 	}}
-	if err := selfcheck.Save(context.Background(), st.DB(), rep); err != nil {
+	if err := report.Save(context.Background(), st.DB(), rep); err != nil {
 		t.Fatal(err)
 	}
 	rec := errlog.New(st.DB(), errlog.Options{})
