@@ -459,7 +459,7 @@ func (d *Daemon) Reload(ctx context.Context) error {
 	for _, w := range warns {
 		d.logger.Warn("config", "warning", w.String())
 	}
-	for _, k := range restartKeys(old, next) {
+	for _, k := range config.RestartKeys(old, next) {
 		d.logger.Warn("setting changed; takes effect after a restart", "key", k)
 	}
 	if d.opts.Scrubber != nil {
@@ -472,41 +472,6 @@ func (d *Daemon) Reload(ctx context.Context) error {
 	d.notify("STATUS=configuration reloaded")
 	d.logger.Info("configuration reloaded", "file", next.Path)
 	return nil
-}
-
-func restartKeys(a, b *config.Config) []string {
-	var keys []string
-	if a.Server.Listen != b.Server.Listen {
-		keys = append(keys, "server.listen")
-	}
-	if a.Server.AdminSocket != b.Server.AdminSocket {
-		keys = append(keys, "server.admin_socket")
-	}
-	if a.Agent.StateDir != b.Agent.StateDir {
-		keys = append(keys, "agent.state_dir")
-	}
-	if a.Agent.Workspace != b.Agent.Workspace {
-		keys = append(keys, "agent.workspace")
-	}
-	if a.LLM != b.LLM {
-		keys = append(keys, "llm")
-	}
-	if a.Embedding != b.Embedding {
-		keys = append(keys, "embedding")
-	}
-	if a.ASR != b.ASR {
-		keys = append(keys, "asr")
-	}
-	if a.WeCom != b.WeCom {
-		keys = append(keys, "wecom")
-	}
-	if a.Voice.Enabled != b.Voice.Enabled {
-		keys = append(keys, "voice.enabled")
-	}
-	if a.Voice.VAD != b.Voice.VAD || a.Voice.VADModel != b.Voice.VADModel {
-		keys = append(keys, "voice.vad")
-	}
-	return keys
 }
 
 // Status implements admin.Backend.

@@ -1,12 +1,8 @@
 package daemon
 
 import (
-	"bufio"
 	"encoding/json"
-	"errors"
-	"net"
 	"net/http"
-	"strconv"
 	"time"
 
 	"agent/pkg/buildinfo"
@@ -34,7 +30,7 @@ func (d *Daemon) routes() http.Handler {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		d.metrics.WriteText(w)
 	})
-	return d.hostGuard(d.instrument(mux)) // every path: DNS rebinding (hosts.go)
+	return d.hostGuard(metrics.InstrumentMux(d.metrics, mux)) // every path: DNS rebinding (hosts.go)
 }
 
 type healthzBody struct {
@@ -71,49 +67,3 @@ func (d *Daemon) handleHealthz(w http.ResponseWriter, r *http.Request) {
 // (a tunnel or proxy on the box relays from anywhere). It gates metrics
 // and health details, never anyone's rights (hostguard.Local).
 func fromLoopback(r *http.Request) bool { return hostguard.Local(r) }
-
-type statusRecorder struct {
-	http.ResponseWriter
-	code int
-}
-
-func (s *statusRecorder) WriteHeader(code int) {
-	s.code = code
-	s.ResponseWriter.WriteHeader(code)
-}
-
-// Unwrap lets http.ResponseController reach Flush, Hijack (WebSocket
-// upgrades) and deadlines on the real writer.
-func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
-
-// Flush passes streaming writes through.
-func (s *statusRecorder) Flush() {
-	if f, ok := s.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-// Hijack hands the connection to a protocol upgrade (the voice WebSocket).
-func (s *statusRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	h, ok := s.ResponseWriter.(http.Hijacker)
-	if !ok {
-		return nil, nil, errors.New("hijack not supported")
-	}
-	s.code = http.StatusSwitchingProtocols
-	return h.Hijack()
-}
-
-// instrument counts requests by route pattern and status code. The pattern,
-// not the raw path, is the label, so scanners cannot blow up cardinality.
-func (d *Daemon) instrument(mux *http.ServeMux) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
-		mux.ServeHTTP(rec, r)
-		_, pattern := mux.Handler(r)
-		if pattern == "" {
-			pattern = "unmatched"
-		}
-		d.metrics.Counter("agent_http_requests_total", "HTTP requests by route and status.",
-			metrics.Labels{"route": pattern, "code": strconv.Itoa(rec.code)}).Inc()
-	})
-}

@@ -4,7 +4,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"syscall"
 	"time"
 
 	"agent/pkg/config"
@@ -54,8 +53,8 @@ var healthPaths = []string{"/healthz", "/livez"}
 // loopback, a reserve for /healthz and /livez (connlimit).
 func (d *Daemon) httpServer(ln net.Listener, cfg *config.Config) (*http.Server, *connlimit.Listener) {
 	maxConns := cfg.Server.MaxConns
-	if soft, ok := noFile(); ok {
-		if n, clamped := fitNoFile(maxConns, soft); clamped {
+	if soft, ok := connlimit.NoFile(); ok {
+		if n, clamped := connlimit.FitNoFile(maxConns, soft, fdReserve); clamped {
 			d.logger.Warn("server.max_conns lowered to fit the open-file limit", "max_conns", maxConns, "now", n,
 				"nofile", soft, "kept_for_other_files", fdReserve, "fix", "raise LimitNOFILE= in the unit (the shipped one sets 65536)")
 			maxConns = n
@@ -98,24 +97,3 @@ func (d *Daemon) httpServer(ln net.Listener, cfg *config.Config) (*http.Server, 
 
 // healthReserve is the share of maxConns kept for health probes.
 func healthReserve(maxConns int) int { return max(2, maxConns/64) }
-
-// fitNoFile returns maxConns, or what fits under the open-file limit
-// nofile with fdReserve kept for other files (true when lowered).
-func fitNoFile(maxConns int, nofile uint64) (int, bool) {
-	budget := int64(nofile) - fdReserve
-	if nofile > 1<<30 || int64(maxConns) <= budget {
-		return maxConns, false
-	}
-	n := int(min(int64(maxConns), max(budget, int64(nofile/2), 16)))
-	return n, n < maxConns
-}
-
-// noFile returns the soft RLIMIT_NOFILE (Go raises it to the hard limit at
-// start-up, so this is what the unit's LimitNOFILE= allows).
-func noFile() (uint64, bool) {
-	var rl syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
-		return 0, false
-	}
-	return rl.Cur, true
-}

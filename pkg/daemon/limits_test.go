@@ -19,33 +19,11 @@ import (
 	"agent/pkg/admin"
 	"agent/pkg/channel"
 	"agent/pkg/config"
+	"agent/pkg/connlimit"
 	"agent/pkg/console"
 	"agent/pkg/metrics"
 	"agent/pkg/wecom/wecomtest"
 )
-
-func TestFitNoFile(t *testing.T) {
-	for _, c := range []struct {
-		max     int
-		nofile  uint64
-		want    int
-		clamped bool
-	}{
-		{1024, 65536, 1024, false},
-		{1024, 1280, 1024, false}, // exactly fits beside the 256 kept
-		{1024, 1024, 768, true},   // a bare shell's limit
-		{4096, 4096, 3840, true},
-		{1024, 300, 150, true}, // tiny: half of it
-		{100, 300, 100, false}, // never raised
-		{64, 20, 16, true},     // absurd limit: the floor
-		{1024, 1 << 40, 1024, false},
-	} {
-		got, clamped := fitNoFile(c.max, c.nofile)
-		if got != c.want || clamped != c.clamped {
-			t.Errorf("fitNoFile(%d, %d) = %d, %v; want %d, %v", c.max, c.nofile, got, clamped, c.want, c.clamped)
-		}
-	}
-}
 
 // limitsDaemon runs the daemon with WeCom enabled (against a fake API),
 // a voice token and the given timeouts; it returns the HTTP address and the
@@ -190,7 +168,7 @@ func TestHTTPServerSettings(t *testing.T) {
 		t.Errorf("server settings: header %v read %v write %v idle %v max header %d", srv.ReadHeaderTimeout, srv.ReadTimeout, srv.WriteTimeout, srv.IdleTimeout, srv.MaxHeaderBytes)
 	}
 	got := lim.Limits()
-	if nofile, ok := noFile(); ok && nofile >= 512+fdReserve && got.Max != 512 {
+	if nofile, ok := connlimit.NoFile(); ok && nofile >= 512+fdReserve && got.Max != 512 {
 		t.Errorf("max %d; want server.max_conns 512", got.Max)
 	}
 	if got.PerClient != 32 || got.Reserve != 8 {

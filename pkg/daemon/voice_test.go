@@ -291,22 +291,6 @@ func TestVoicePairing(t *testing.T) {
 	}
 }
 
-func TestRestartKeys(t *testing.T) {
-	a := config.Default()
-	b := config.Default()
-	b.Voice.VAD = config.VADEnergy
-	b.Voice.TTS = true // applied live: not a restart key
-	b.WeCom.Debounce.Duration = time.Second
-	b.LLM.Model = "other"
-	got := strings.Join(restartKeys(a, b), ",")
-	if got != "llm,wecom,voice.vad" {
-		t.Errorf("restartKeys = %s", got)
-	}
-	if k := restartKeys(a, config.Default()); len(k) != 0 {
-		t.Errorf("no change: %v", k)
-	}
-}
-
 // TestVoiceDefaultsFollowReload: voice.tts turned on in the file and
 // reloaded speaks the replies of the next connection.
 func TestVoiceDefaultsFollowReload(t *testing.T) {

@@ -1,0 +1,38 @@
+package config
+
+// RestartKeys lists the settings that differ between a and b and take
+// effect only after a restart (a reload reports them, never applies them).
+func RestartKeys(a, b *Config) []string {
+	var keys []string
+	if a.Server.Listen != b.Server.Listen {
+		keys = append(keys, "server.listen")
+	}
+	if a.Server.AdminSocket != b.Server.AdminSocket {
+		keys = append(keys, "server.admin_socket")
+	}
+	if a.Agent.StateDir != b.Agent.StateDir {
+		keys = append(keys, "agent.state_dir")
+	}
+	if a.Agent.Workspace != b.Agent.Workspace {
+		keys = append(keys, "agent.workspace")
+	}
+	if a.LLM != b.LLM {
+		keys = append(keys, "llm")
+	}
+	if a.Embedding != b.Embedding {
+		keys = append(keys, "embedding")
+	}
+	if a.ASR != b.ASR {
+		keys = append(keys, "asr")
+	}
+	if a.WeCom != b.WeCom {
+		keys = append(keys, "wecom")
+	}
+	if a.Voice.Enabled != b.Voice.Enabled {
+		keys = append(keys, "voice.enabled")
+	}
+	if a.Voice.VAD != b.Voice.VAD || a.Voice.VADModel != b.Voice.VADModel {
+		keys = append(keys, "voice.vad")
+	}
+	return keys
+}
