@@ -42,6 +42,24 @@ echo "bench: voice" >&2
 echo "bench: daemon start-up and RSS" >&2
 "$go" run ./scripts/measure -bin bin/agent -models testdata/models > "$tmp/measure.txt"
 "$go" run -tags "$tags" ./scripts/measure-voice -bin bin/agent -models testdata/models > "$tmp/measure-voice.txt"
+echo "bench: thin host (issue 14), the daemon before and after, same run" >&2
+# The revision before the daemon became a thin host: built here with the
+# same flags, started the same way, alternately with the current one.
+host_base=2415511
+daemon_lines() { git ls-tree -r --name-only "$1" pkg/daemon | grep '\.go$' | grep -v '_test\.go$' | while read -r f; do git show "$1:$f"; done | wc -l; }
+if git cat-file -e "$host_base^{commit}" 2>/dev/null; then
+  wt="$tmp/before-src"
+  git worktree add --detach "$wt" "$host_base" >/dev/null 2>&1
+  mkdir -p "$tmp/before/lib" && cp bin/lib/* "$tmp/before/lib/" 2>/dev/null || true
+  (cd "$wt" && "$go" build -trimpath -tags "$tags" -o "$tmp/before/agent" ./cmd/agent)
+  git worktree remove --force "$wt"
+  : > "$tmp/host.txt"
+  for round in 1 2; do
+    "$go" run ./scripts/measure -bin "$tmp/before/agent" -only "no models" -runs 10 -noheader -label "before ($host_base), round $round" >> "$tmp/host.txt"
+    "$go" run ./scripts/measure -bin bin/agent -only "no models" -runs 10 -noheader -label "after ($(git rev-parse --short HEAD)), round $round" >> "$tmp/host.txt"
+  done
+  host_lines="pkg/daemon without tests: $(daemon_lines "$host_base") lines before, $(daemon_lines HEAD) lines after."
+fi
 echo "bench: slow-body flood and idle voice sockets" >&2
 "$go" run ./scripts/measure-flood -bin bin/agent -models testdata/models > "$tmp/flood.txt"
 "$go" run ./scripts/measure-flood -bin bin/agent -models testdata/models -max-conns 4096 -voice-clients 0 > "$tmp/flood4096.txt"
@@ -88,6 +106,16 @@ cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)
   echo
   cat "$tmp/measure.txt"
   echo
+  if [ -s "$tmp/host.txt" ]; then
+    echo "## Thin host (issue 14): the daemon before and after, same run (no models; target: no regression)"
+    echo
+    echo "| binary | start to READY (median of 10) | all models loaded | RSS after settling |"
+    echo "|---|---|---|---|"
+    cat "$tmp/host.txt"
+    echo
+    echo "$host_lines"
+    echo
+  fi
   echo "## Embedding (bge-small shape, 2 threads; target: one sentence <= 12 ms)"
   echo
   echo "| benchmark | time/op | metrics |"

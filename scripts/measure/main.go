@@ -25,8 +25,11 @@ func main() {
 	bin := flag.String("bin", "bin/agent", "daemon binary")
 	models := flag.String("models", "testdata/models", "folder with bge-small-random/ and ggml-tiny-random-multi.bin")
 	runs := flag.Int("runs", 5, "starts per set-up (median reported)")
+	only := flag.String("only", "", "measure only the set-up of this name (\"no models\"); empty: all")
+	label := flag.String("label", "", "first column instead of the set-up's name")
+	noHeader := flag.Bool("noheader", false, "rows only, no table header")
 	flag.Parse()
-	if err := run(*bin, *models, *runs); err != nil {
+	if err := run(*bin, *models, *runs, *only, *label, *noHeader); err != nil {
 		fmt.Fprintln(os.Stderr, "measure:", err)
 		os.Exit(1)
 	}
@@ -36,7 +39,7 @@ type setup struct {
 	name, embedDir, asrModel string
 }
 
-func run(bin, models string, runs int) error {
+func run(bin, models string, runs int, only, label string, noHeader bool) error {
 	bin, _ = filepath.Abs(bin)
 	models, _ = filepath.Abs(models)
 	setups := []setup{
@@ -44,9 +47,18 @@ func run(bin, models string, runs int) error {
 		{"bge-small (random weights)", filepath.Join(models, "bge-small-random"), "/nonexistent.bin"},
 		{"bge-small + whisper tiny (random weights)", filepath.Join(models, "bge-small-random"), filepath.Join(models, "ggml-tiny-random-multi.bin")},
 	}
-	fmt.Println("| set-up | start to READY (median of", runs, ") | all models loaded | RSS after settling |")
-	fmt.Println("|---|---|---|---|")
+	if !noHeader {
+		fmt.Println("| set-up | start to READY (median of", runs, ") | all models loaded | RSS after settling |")
+		fmt.Println("|---|---|---|---|")
+	}
 	for _, s := range setups {
+		if only != "" && s.name != only {
+			continue
+		}
+		name := s.name
+		if label != "" {
+			name = label
+		}
 		var ready, loaded []time.Duration
 		var rss []int64
 		for i := 0; i < runs; i++ {
@@ -56,7 +68,7 @@ func run(bin, models string, runs int) error {
 			}
 			ready, loaded, rss = append(ready, r), append(loaded, l), append(rss, m)
 		}
-		fmt.Printf("| %s | %s | %s | %.1f MB |\n", s.name, median(ready).Round(100*time.Microsecond), median(loaded).Round(time.Millisecond), float64(medianInt(rss))/1e6)
+		fmt.Printf("| %s | %s | %s | %.1f MB |\n", name, median(ready).Round(100*time.Microsecond), median(loaded).Round(time.Millisecond), float64(medianInt(rss))/1e6)
 	}
 	return nil
 }
