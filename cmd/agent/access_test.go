@@ -18,7 +18,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -27,6 +26,7 @@ import (
 
 	"agent/pkg/admin"
 	"agent/pkg/console/consoletest"
+	"agent/pkg/llm/llmtest"
 	wx "agent/pkg/wecom"
 	"agent/pkg/wecom/wecomtest"
 )
@@ -35,16 +35,16 @@ import (
 // listener, voice on, no voice.token, WeCom on, dm_policy "open" (the most
 // permissive: it must not matter). It returns the base URL and the admin
 // socket.
-func accessDaemon(t *testing.T) (base, sock string, llmCalls *atomic.Int64, api *wecomtest.Server) {
+func accessDaemon(t *testing.T) (base, sock string, model *llmtest.Server, api *wecomtest.Server) {
 	t.Helper()
-	llm, calls := countingLLM(t)
+	model = echoLLM(t)
 	api = wecomtest.NewServer(e2eCorpID, "secret", e2eAgent)
 	t.Cleanup(api.Close)
 	dir := t.TempDir()
-	writeConfig(t, dir, wecomConfig(llm.URL, api.URL, "open"))
+	writeConfig(t, dir, wecomConfig(model.URL(), api.URL, "open"))
 	ns := newNotifySock(t)
 	start(t, dir, "NOTIFY_SOCKET="+ns.path)
-	return readyAddr(t, ns), filepath.Join(dir, "var", "agent.sock"), calls, api
+	return readyAddr(t, ns), filepath.Join(dir, "var", "agent.sock"), model, api
 }
 
 // voiceHello dials ws://host/voice (extra headers in h), says hello with
@@ -148,7 +148,7 @@ func httpGet(t *testing.T, url, host string, hdr ...string) (int, string) {
 // empty token through it is refused; a tunnel that passes on the public
 // host name gets 421 unless server.allowed_hosts lists it.
 func TestTunnelGetsNoOperatorSession(t *testing.T) {
-	base, _, calls, _ := accessDaemon(t)
+	base, _, model, _ := accessDaemon(t)
 	tunnel := forwarder(t, strings.TrimPrefix(base, "http://"))
 
 	m, ws := voiceHello(t, tunnel, nil, "")
@@ -165,7 +165,7 @@ func TestTunnelGetsNoOperatorSession(t *testing.T) {
 	if code, _ := httpGet(t, "http://"+tunnel+"/metrics", "", "X-Forwarded-For", "203.0.113.9"); code != http.StatusForbidden {
 		t.Errorf("/metrics with X-Forwarded-For: %d; want 403", code)
 	}
-	if n := calls.Load(); n != 0 {
+	if n := model.Count(); n != 0 {
 		t.Errorf("%d LLM requests for refused clients", n)
 	}
 }
@@ -256,7 +256,7 @@ func TestLocalUserGetsNoOperatorSession(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run a client as a second uid (nobody); run the tests as root to cover this attack")
 	}
-	base, sock, calls, _ := accessDaemon(t)
+	base, sock, model, _ := accessDaemon(t)
 	// The test binary, where nobody can run it.
 	self, err := os.Executable()
 	if err != nil {
@@ -290,7 +290,7 @@ func TestLocalUserGetsNoOperatorSession(t *testing.T) {
 			t.Errorf("client output lacks %q:\n%s", want, out)
 		}
 	}
-	if n := calls.Load(); n != 0 {
+	if n := model.Count(); n != 0 {
 		t.Errorf("%d LLM requests for a refused local user", n)
 	}
 }
@@ -327,7 +327,7 @@ func TestSecondUIDClient(t *testing.T) {
 // (admin:console) and its turns run. The cookie does not get past the
 // Origin check for another site's page.
 func TestConsoleSignInThroughTheDaemon(t *testing.T) {
-	base, sock, calls, _ := accessDaemon(t)
+	base, sock, model, _ := accessDaemon(t)
 	l, err := admin.NewClient(sock).ConsoleLink(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -369,7 +369,7 @@ func TestConsoleSignInThroughTheDaemon(t *testing.T) {
 			break
 		}
 	}
-	if calls.Load() == 0 {
+	if model.Count() == 0 {
 		t.Error("the operator's turn did not reach the model")
 	}
 	// Another site's page cannot ride the cookie: the Origin check.

@@ -35,7 +35,7 @@ func TestWeComExactlyOnceAcrossKill9(t *testing.T) {
 	api := wecomtest.NewServer(e2eCorpID, "secret", e2eAgent)
 	defer api.Close()
 	dir := t.TempDir()
-	writeConfig(t, dir, wecomConfig(echoLLM(t).URL, api.URL, "open"))
+	writeConfig(t, dir, wecomConfig(echoLLM(t).URL(), api.URL, "open"))
 	crypto, err := wx.NewCrypto(e2eToken, e2eAESKey, e2eCorpID)
 	if err != nil {
 		t.Fatal(err)

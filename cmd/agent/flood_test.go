@@ -65,7 +65,7 @@ max_conns_per_client = 16
 model_dir = "no-such-model"
 [asr]
 model = "no-such-model.bin"
-%s`, wecomConfig(echoLLM(t).URL, api.URL, "open"))
+%s`, wecomConfig(echoLLM(t).URL(), api.URL, "open"))
 	if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}

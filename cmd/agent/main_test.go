@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +20,7 @@ import (
 
 	"agent/pkg/admin"
 	"agent/pkg/config"
+	"agent/pkg/llm/llmtest"
 )
 
 // ---- in-process: flags and configuration errors ----
@@ -421,32 +421,16 @@ func TestDamagedPagesReportedInHealth(t *testing.T) {
 	}
 }
 
-// fakeLLM speaks the OpenAI chat-completions protocol: the first request of
-// each conversation gets a write_file tool call, the next the final answer.
-func fakeLLM(t *testing.T) *httptest.Server {
+// fakeLLM answers the first request of each conversation with a
+// write_file tool call and the next with the final answer.
+func fakeLLM(t *testing.T) *llmtest.Server {
 	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/v1/chat/completions" {
-			http.NotFound(w, r)
-			return
+	return llmtest.NewFunc(t, func(r *llmtest.Request) llmtest.Reply {
+		if r.Last().Role == "user" {
+			return llmtest.Calls(llmtest.Call("write_file", `{"path":"notes/todo.txt","content":"buy milk"}`))
 		}
-		var req struct {
-			Messages []struct {
-				Role    string `json:"role"`
-				Content any    `json:"content"`
-			} `json:"messages"`
-		}
-		json.NewDecoder(r.Body).Decode(&req)
-		last := req.Messages[len(req.Messages)-1]
-		w.Header().Set("Content-Type", "application/json")
-		if last.Role == "user" {
-			io.WriteString(w, `{"id":"c1","object":"chat.completion","choices":[{"index":0,"finish_reason":"tool_calls","message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"write_file","arguments":"{\"path\":\"notes/todo.txt\",\"content\":\"buy milk\"}"}}]}}],"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}}`)
-			return
-		}
-		io.WriteString(w, `{"id":"c2","object":"chat.completion","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"Saved your note."}}],"usage":{"prompt_tokens":20,"completion_tokens":4,"total_tokens":24}}`)
-	}))
-	t.Cleanup(srv.Close)
-	return srv
+		return llmtest.Text("Saved your note.")
+	})
 }
 
 // The admin channel drives the same pipeline a WeCom message takes: a tool
@@ -455,7 +439,7 @@ func fakeLLM(t *testing.T) *httptest.Server {
 func TestAdminSendRunsTheAgent(t *testing.T) {
 	llmSrv := fakeLLM(t)
 	dir := t.TempDir()
-	writeConfig(t, dir, "[llm]\nprovider = \"custom\"\nmodel = \"fake\"\nbase_url = \""+llmSrv.URL+"/v1\"\n")
+	writeConfig(t, dir, "[llm]\nprovider = \"custom\"\nmodel = \"fake\"\nbase_url = \""+llmSrv.BaseURL()+"\"\n")
 	ns := newNotifySock(t)
 	in := start(t, dir, "NOTIFY_SOCKET="+ns.path)
 	ns.await(t, "READY=1")
@@ -493,52 +477,31 @@ func TestAdminSendRunsTheAgent(t *testing.T) {
 	}
 }
 
-// memoryLLM answers compression requests with one fact and records the
-// system prompt of every other request.
-type memoryLLM struct {
-	*httptest.Server
-	mu      sync.Mutex
-	systems []string
-}
+// compressionPrompt marks the memory compressor's requests.
+const compressionPrompt = "long-term memory of an assistant"
 
-func newMemoryLLM(t *testing.T) *memoryLLM {
+// newMemoryLLM answers compression requests with one fact and every other
+// request with "ok".
+func newMemoryLLM(t *testing.T) *llmtest.Server {
 	t.Helper()
-	m := &memoryLLM{}
-	m.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var req struct {
-			Messages []struct {
-				Role    string `json:"role"`
-				Content string `json:"content"`
-			} `json:"messages"`
+	return llmtest.NewFunc(t, func(r *llmtest.Request) llmtest.Reply {
+		if strings.Contains(r.System(), compressionPrompt) {
+			return llmtest.Text(`{"facts": [{"fact": "Alice's favourite tea is oolong", "keywords": ["tea", "oolong"], "topic": "drinks"}]}`)
 		}
-		json.NewDecoder(r.Body).Decode(&req)
-		reply := "ok"
-		if len(req.Messages) > 0 && req.Messages[0].Role == "system" {
-			if strings.Contains(req.Messages[0].Content, "long-term memory of an assistant") {
-				reply = `{"facts": [{"fact": "Alice's favourite tea is oolong", "keywords": ["tea", "oolong"], "topic": "drinks"}]}`
-			} else {
-				m.mu.Lock()
-				m.systems = append(m.systems, req.Messages[0].Content)
-				m.mu.Unlock()
-			}
-		}
-		b, _ := json.Marshal(map[string]any{"id": "c", "object": "chat.completion",
-			"choices": []any{map[string]any{"index": 0, "finish_reason": "stop", "message": map[string]any{"role": "assistant", "content": reply}}},
-			"usage":   map[string]any{"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
-		w.Header().Set("Content-Type", "application/json")
-		w.Write(b)
-	}))
-	t.Cleanup(m.Close)
-	return m
+		return llmtest.Text("ok")
+	})
 }
 
-func (m *memoryLLM) lastSystem() string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if len(m.systems) == 0 {
-		return ""
+// lastSystem is the system prompt of the latest request that was not a
+// compression request.
+func lastSystem(srv *llmtest.Server) string {
+	reqs := srv.Requests()
+	for i := len(reqs) - 1; i >= 0; i-- {
+		if sys := reqs[i].System(); sys != "" && !strings.Contains(sys, compressionPrompt) {
+			return sys
+		}
 	}
-	return m.systems[len(m.systems)-1]
+	return ""
 }
 
 // Long-term memory through the daemon: a closed conversation is compressed
@@ -547,7 +510,7 @@ func (m *memoryLLM) lastSystem() string {
 func TestMemoryThroughTheDaemon(t *testing.T) {
 	llmSrv := newMemoryLLM(t)
 	dir := t.TempDir()
-	writeConfig(t, dir, "[llm]\nprovider = \"custom\"\nmodel = \"fake\"\nbase_url = \""+llmSrv.URL+"/v1\"\n")
+	writeConfig(t, dir, "[llm]\nprovider = \"custom\"\nmodel = \"fake\"\nbase_url = \""+llmSrv.BaseURL()+"\"\n")
 	ns := newNotifySock(t)
 	in := start(t, dir, "NOTIFY_SOCKET="+ns.path)
 	ns.await(t, "READY=1")
@@ -579,11 +542,11 @@ func TestMemoryThroughTheDaemon(t *testing.T) {
 		t.Fatalf("fact: %+v", facts[0])
 	}
 	send("alice", "what tea should I buy?")
-	if sys := llmSrv.lastSystem(); !strings.Contains(sys, "## Relevant memory") || !strings.Contains(sys, "favourite tea is oolong") {
+	if sys := lastSystem(llmSrv); !strings.Contains(sys, "## Relevant memory") || !strings.Contains(sys, "favourite tea is oolong") {
 		t.Fatalf("system prompt without the fact:\n%s", sys)
 	}
 	send("bob", "what tea should I buy?")
-	if sys := llmSrv.lastSystem(); strings.Contains(sys, "oolong") {
+	if sys := lastSystem(llmSrv); strings.Contains(sys, "oolong") {
 		t.Fatalf("bob's prompt shows alice's fact:\n%s", sys)
 	}
 	if hits, err := c.MemorySearch(ctx, admin.MemoryQuery{Query: "oolong"}); err != nil || len(hits) != 1 || hits[0].Scope != "admin:alice" {

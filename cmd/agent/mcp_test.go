@@ -2,13 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -16,6 +10,8 @@ import (
 	"time"
 
 	"agent/pkg/admin"
+	"agent/pkg/llm/llmtest"
+	"agent/pkg/nativetest"
 )
 
 // everythingServer returns the absolute path of the reference MCP server
@@ -27,48 +23,21 @@ func everythingServer(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, statErr := os.Stat(path)
-	_, nodeErr := exec.LookPath("node")
-	if statErr == nil && nodeErr == nil {
-		return path
-	}
-	msg := fmt.Sprintf("%s is not installed (run scripts/mcp-servers.sh; node and npm are needed)", path)
-	if nodeErr != nil {
-		msg = "node is not on PATH: " + nodeErr.Error()
-	}
-	if os.Getenv("AGENT_REQUIRE_NATIVE") == "1" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg + "; set AGENT_REQUIRE_NATIVE=1 to make this a failure")
-	return ""
+	nativetest.Node(t)
+	return nativetest.File(t, path, "the reference MCP server", "scripts/mcp-servers.sh (scripts/deps.sh mcp; node and npm are needed)")
 }
 
 // mcpEchoLLM calls everything__echo on a user message and answers with the
 // tool result it gets back.
-func mcpEchoLLM(t *testing.T) *httptest.Server {
+func mcpEchoLLM(t *testing.T) *llmtest.Server {
 	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var req struct {
-			Messages []struct {
-				Role    string `json:"role"`
-				Content any    `json:"content"`
-			} `json:"messages"`
-		}
-		json.NewDecoder(r.Body).Decode(&req)
-		last := req.Messages[len(req.Messages)-1]
-		w.Header().Set("Content-Type", "application/json")
+	return llmtest.NewFunc(t, func(r *llmtest.Request) llmtest.Reply {
+		last := r.Last()
 		if last.Role == "user" {
-			io.WriteString(w, `{"id":"c1","object":"chat.completion","choices":[{"index":0,"finish_reason":"tool_calls","message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"everything__echo","arguments":"{\"message\":\"hi from mcp\"}"}}]}}],"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}}`)
-			return
+			return llmtest.Calls(llmtest.Call("everything__echo", `{"message":"hi from mcp"}`))
 		}
-		b, _ := json.Marshal(map[string]any{"id": "c2", "object": "chat.completion",
-			"choices": []any{map[string]any{"index": 0, "finish_reason": "stop",
-				"message": map[string]any{"role": "assistant", "content": fmt.Sprintf("The tool said (%s): %v", last.Role, last.Content)}}},
-			"usage": map[string]any{"prompt_tokens": 20, "completion_tokens": 4, "total_tokens": 24}})
-		w.Write(b)
-	}))
-	t.Cleanup(srv.Close)
-	return srv
+		return llmtest.Text(fmt.Sprintf("The tool said (%s): %v", last.Role, last.Content))
+	})
 }
 
 // pollTools asks the daemon for its tools until ok accepts them.
@@ -93,7 +62,7 @@ func TestMCPServerThroughTheDaemon(t *testing.T) {
 	bin := everythingServer(t)
 	llmSrv := mcpEchoLLM(t)
 	dir := t.TempDir()
-	llmConf := "[llm]\nprovider = \"custom\"\nmodel = \"fake\"\nbase_url = \"" + llmSrv.URL + "/v1\"\n"
+	llmConf := "[llm]\nprovider = \"custom\"\nmodel = \"fake\"\nbase_url = \"" + llmSrv.BaseURL() + "\"\n"
 	writeConfig(t, dir, llmConf+"[mcp_servers.everything]\ntransport = \"stdio\"\ncommand = \""+bin+"\"\nargs = [\"stdio\"]\n")
 	ns := newNotifySock(t)
 	in := start(t, dir, "NOTIFY_SOCKET="+ns.path)

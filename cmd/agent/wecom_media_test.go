@@ -5,17 +5,15 @@ import (
 	"encoding/json"
 	"image"
 	"image/png"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"agent/pkg/llm/llmtest"
 	wx "agent/pkg/wecom"
 	"agent/pkg/wecom/wecomtest"
 )
@@ -30,45 +28,17 @@ func TestWeComImageThroughTheDaemon(t *testing.T) {
 	png.Encode(&img, image.NewGray(image.Rect(0, 0, 8, 8)))
 	api.PutMedia("PIC", wecomtest.Media{Kind: "image", Filename: "photo.png", ContentType: "image/png", Data: img.Bytes()})
 
-	var mu sync.Mutex
-	var first []byte // the first model request of the turn
-	var tools []string
 	saved := regexp.MustCompile(`uploads/[0-9]+-3001\.png`)
-	llm := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		raw, _ := io.ReadAll(r.Body)
-		var req struct {
-			Messages []struct {
-				Role string `json:"role"`
-			} `json:"messages"`
-			Tools []struct {
-				Function struct {
-					Name string `json:"name"`
-				} `json:"function"`
-			} `json:"tools"`
+	llm := llmtest.NewFunc(t, func(r *llmtest.Request) llmtest.Reply {
+		if r.Last().Role == "user" {
+			args, _ := json.Marshal(map[string]string{"path": saved.FindString(string(r.Body))})
+			return llmtest.Calls(llmtest.Call("send_image", string(args)))
 		}
-		json.Unmarshal(raw, &req)
-		w.Header().Set("Content-Type", "application/json")
-		if len(req.Messages) > 0 && req.Messages[len(req.Messages)-1].Role == "user" {
-			mu.Lock()
-			first = raw
-			for _, t := range req.Tools {
-				tools = append(tools, t.Function.Name)
-			}
-			mu.Unlock()
-			args, _ := json.Marshal(map[string]string{"path": saved.FindString(string(raw))})
-			call, _ := json.Marshal(map[string]any{"id": "c1", "object": "chat.completion",
-				"choices": []any{map[string]any{"index": 0, "finish_reason": "tool_calls", "message": map[string]any{"role": "assistant",
-					"tool_calls": []any{map[string]any{"id": "call_1", "type": "function", "function": map[string]any{"name": "send_image", "arguments": string(args)}}}}}},
-				"usage": map[string]any{"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
-			w.Write(call)
-			return
-		}
-		io.WriteString(w, `{"id":"c2","object":"chat.completion","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"Nice picture."}}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`)
-	}))
-	defer llm.Close()
+		return llmtest.Text("Nice picture.")
+	})
 
 	dir := t.TempDir()
-	cfg := strings.Replace(wecomConfig(llm.URL, api.URL, "open"), "[llm]\n", "[llm]\nvision = true\n", 1)
+	cfg := strings.Replace(wecomConfig(llm.URL(), api.URL, "open"), "[llm]\n", "[llm]\nvision = true\n", 1)
 	writeConfig(t, dir, cfg)
 	ns := newNotifySock(t)
 	start(t, dir, "NOTIFY_SOCKET="+ns.path)
@@ -89,12 +59,11 @@ func TestWeComImageThroughTheDaemon(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond) // polling a separate process
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	first := llm.Request(0).Body // the first model request of the turn
 	if !bytes.Contains(first, []byte(`"image_url"`)) || !bytes.Contains(first, []byte(`data:image/png;base64,`)) {
 		t.Errorf("the model request has no image part: %.600s", first)
 	}
-	if !strings.Contains(strings.Join(tools, ","), "send_image") {
+	if tools := llm.Request(0).ToolNames(); !strings.Contains(strings.Join(tools, ","), "send_image") {
 		t.Errorf("tools offered on wecom: %v", tools)
 	}
 	files, _ := filepath.Glob(filepath.Join(dir, "workspace", "files", "wecom%3Azed", "uploads", "*-3001.png"))

@@ -2,22 +2,20 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"agent/pkg/admin"
+	"agent/pkg/llm/llmtest"
 	wx "agent/pkg/wecom"
 	"agent/pkg/wecom/wecomtest"
 )
@@ -29,41 +27,13 @@ const (
 	e2eAgent  = 1000002
 )
 
-// echoLLM answers every conversation with "re: " and the last user text.
-func echoLLM(t *testing.T) *httptest.Server {
+// echoLLM answers every conversation with "re: " and the last user text;
+// its Count says whether a client reached the model at all.
+func echoLLM(t *testing.T) *llmtest.Server {
 	t.Helper()
-	srv, _ := countingLLM(t)
-	return srv
-}
-
-// countingLLM is echoLLM that also counts the requests (a refused client
-// must not reach the model at all).
-func countingLLM(t *testing.T) (*httptest.Server, *atomic.Int64) {
-	t.Helper()
-	var n atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n.Add(1)
-		var req struct {
-			Messages []struct {
-				Role    string `json:"role"`
-				Content any    `json:"content"`
-			} `json:"messages"`
-		}
-		json.NewDecoder(r.Body).Decode(&req)
-		last := ""
-		for _, m := range req.Messages {
-			if s, ok := m.Content.(string); ok && m.Role == "user" {
-				last = s
-			}
-		}
-		b, _ := json.Marshal(map[string]any{"id": "c", "object": "chat.completion",
-			"choices": []any{map[string]any{"index": 0, "finish_reason": "stop", "message": map[string]any{"role": "assistant", "content": "re: " + last}}},
-			"usage":   map[string]any{"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
-		w.Header().Set("Content-Type", "application/json")
-		w.Write(b)
-	}))
-	t.Cleanup(srv.Close)
-	return srv, &n
+	return llmtest.NewFunc(t, func(r *llmtest.Request) llmtest.Reply {
+		return llmtest.Reply{Text: "re: " + r.LastUser(), Usage: &llmtest.Usage{PromptTokens: 1, CompletionTokens: 1, TotalTokens: 2}}
+	})
 }
 
 func wecomConfig(llmURL, apiURL, policy string) string {
@@ -111,7 +81,7 @@ func TestWeComThroughTheDaemon(t *testing.T) {
 	api := wecomtest.NewServer(e2eCorpID, "secret", e2eAgent)
 	defer api.Close()
 	dir := t.TempDir()
-	writeConfig(t, dir, wecomConfig(echoLLM(t).URL, api.URL, "pairing"))
+	writeConfig(t, dir, wecomConfig(echoLLM(t).URL(), api.URL, "pairing"))
 	ns := newNotifySock(t)
 	in := start(t, dir, "NOTIFY_SOCKET="+ns.path)
 	base := readyAddr(t, ns)
@@ -185,7 +155,7 @@ func TestWeComCrashMidFlood(t *testing.T) {
 	api := wecomtest.NewServer(e2eCorpID, "secret", e2eAgent)
 	defer api.Close()
 	dir := t.TempDir()
-	writeConfig(t, dir, wecomConfig(echoLLM(t).URL, api.URL, "open"))
+	writeConfig(t, dir, wecomConfig(echoLLM(t).URL(), api.URL, "open"))
 	ns := newNotifySock(t)
 	in := start(t, dir, "NOTIFY_SOCKET="+ns.path)
 	base := readyAddr(t, ns)

@@ -19,7 +19,7 @@ func TestWeComVerifyReplayRefused(t *testing.T) {
 	api := wecomtest.NewServer(e2eCorpID, "secret", e2eAgent)
 	defer api.Close()
 	dir := t.TempDir()
-	writeConfig(t, dir, wecomConfig(echoLLM(t).URL, api.URL, "pairing"))
+	writeConfig(t, dir, wecomConfig(echoLLM(t).URL(), api.URL, "pairing"))
 	ns := newNotifySock(t)
 	in := start(t, dir, "NOTIFY_SOCKET="+ns.path)
 	base := readyAddr(t, ns)
