@@ -168,9 +168,12 @@ type Input struct {
 	Key     session.Key
 	User    string
 	Channel string
-	Profile string // tools profile: wecom, voice, hardware, admin
-	Text    string
-	Images  []llm.Part // image parts (llm.ImagePart), sent after Text
+	Profile string // tool profile, declared by the channel (wecom, voice, hardware, admin, ...)
+	// Fast asks for a latency-first turn (voice and hardware devices): a
+	// leaner memory block and llm.voice_model when one is configured.
+	Fast   bool
+	Text   string
+	Images []llm.Part // image parts (llm.ImagePart), sent after Text
 	// Verbose emits step, tool-call and tool-result events (/verbose on).
 	Verbose bool
 	// Stream asks the model for a streamed reply and emits its text as
@@ -288,7 +291,7 @@ func (a *Agent) Turn(ctx context.Context, in Input, emit func(Event)) (Output, e
 	}
 	history = append(history, user)
 
-	fast := in.Profile == tools.ProfileVoice || in.Profile == tools.ProfileHardware
+	fast := in.Fast
 	var memBlock string
 	if a.d.Memory != nil {
 		scope, err := in.Key.MemoryScope()

@@ -285,7 +285,7 @@ func TestGarbageReplies(t *testing.T) {
 func TestHistoryAcrossTurnsAndVoiceModel(t *testing.T) {
 	h := newHarness(t, Config{VoiceModel: "voice-model"}, toolReply(tc{"c1", "echo", `{}`}), textReply("first answer"), textReply("second answer"))
 	h.turn(t, "first question")
-	out, err := h.agent.Turn(context.Background(), Input{Key: h.key, User: "alice", Channel: "voice", Profile: "voice", Text: "second question"}, nil)
+	out, err := h.agent.Turn(context.Background(), Input{Key: h.key, User: "alice", Channel: "voice", Profile: "voice", Fast: true, Text: "second question"}, nil)
 	if err != nil || out.Text != "second answer" {
 		t.Fatalf("second turn: %+v %v", out, err)
 	}
@@ -427,7 +427,7 @@ func TestMemoryBlockAndTurnHook(t *testing.T) {
 	h.agent.d.Memory = mem
 	h.agent.d.OnTurn = func(id int64) { turned = append(turned, id) }
 	h.turn(t, "what tea do I like")
-	if _, err := h.agent.Turn(context.Background(), Input{Key: h.key, User: "alice", Channel: "voice", Profile: "voice", Text: "and now?"}, nil); err != nil {
+	if _, err := h.agent.Turn(context.Background(), Input{Key: h.key, User: "alice", Channel: "voice", Profile: "voice", Fast: true, Text: "and now?"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	group, _ := session.Group("wecom", "team")

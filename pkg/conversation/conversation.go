@@ -32,7 +32,8 @@ const (
 // Inbound is one message from any channel.
 type Inbound struct {
 	Channel  string // admin, wecom, voice, hardware
-	Profile  string // tool profile; "" = Channel
+	Profile  string // tool profile, declared by the channel; "" = Channel
+	Fast     bool   // a latency-first turn (voice and hardware devices)
 	ChatType string // p2p (default), group, thread
 	Sender   string
 	ChatID   string
@@ -188,7 +189,7 @@ func (s *Service) turn(ctx context.Context, key session.Key, in Inbound, reply R
 	})
 	start := time.Now()
 	out, err := s.d.Agent.Turn(ctx, agent.Input{
-		Key: key, User: in.Sender, Channel: in.Channel, Profile: profile, Text: text, Verbose: verbose,
+		Key: key, User: in.Sender, Channel: in.Channel, Profile: profile, Fast: in.Fast, Text: text, Verbose: verbose,
 		Stream: in.Stream != nil, Images: in.Images,
 	}, emit)
 	userID := in.Channel + ":" + in.Sender

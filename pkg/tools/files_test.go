@@ -64,7 +64,7 @@ func must(t testing.TB, err error) {
 
 func run(r *Registry, tool string, args any) (string, error) {
 	b, _ := json.Marshal(args)
-	return r.Run(context.Background(), tool, Call{Args: b, Profile: ProfileAdmin})
+	return r.Run(context.Background(), tool, Call{Args: b, Profile: "admin"})
 }
 
 type m = map[string]any

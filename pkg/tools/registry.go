@@ -22,13 +22,10 @@ import (
 	"agent/pkg/llm"
 )
 
-// Channel profiles a tool may be limited to.
-const (
-	ProfileWeCom    = "wecom"
-	ProfileVoice    = "voice"
-	ProfileHardware = "hardware"
-	ProfileAdmin    = "admin"
-)
+// profileName is what a profile may be called. Profiles are an open set:
+// a channel declares the profile of its turns (conversation.Inbound), a
+// tool the profiles it is limited to; nothing lists them all.
+var profileName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
 
 // Sentinel errors returned (wrapped) by Registry.Run. The agent loop may use
 // them to decide what to count as a model mistake.
@@ -119,10 +116,8 @@ func (r *Registry) Register(t Tool) error {
 		return fmt.Errorf("tools: register %q: %w", t.Name, err)
 	}
 	for _, p := range t.Profiles {
-		switch p {
-		case ProfileWeCom, ProfileVoice, ProfileHardware, ProfileAdmin:
-		default:
-			return fmt.Errorf("tools: register %q: unknown profile %q", t.Name, p)
+		if !profileName.MatchString(p) {
+			return fmt.Errorf("tools: register %q: profile %q is not a name like wecom or voice (^[a-z][a-z0-9_-]{0,31}$)", t.Name, p)
 		}
 	}
 	t.Schema = slices.Clone(t.Schema)

@@ -34,7 +34,10 @@ func TestRegisterValidation(t *testing.T) {
 		{"schema bad properties", Tool{Name: "x", Handler: echo, Schema: json.RawMessage(`{"type":"object","properties":[]}`)}, `"properties"`},
 		{"schema bad required", Tool{Name: "x", Handler: echo, Schema: json.RawMessage(`{"type":"object","required":"a"}`)}, `"required"`},
 		{"schema ok", Tool{Name: "x", Handler: echo, Schema: json.RawMessage(`{"type":"object","properties":{"a":{"type":"string"}},"required":["a"]}`)}, ""},
-		{"bad profile", Tool{Name: "x", Handler: echo, Profiles: []string{"sms"}}, "unknown profile"},
+		{"bad profile", Tool{Name: "x", Handler: echo, Profiles: []string{"SMS channel!"}}, "is not a name like wecom"},
+		{"empty profile", Tool{Name: "x", Handler: echo, Profiles: []string{""}}, "is not a name like wecom"},
+		// Profiles are an open set: a new channel's profile needs no list.
+		{"new channel's profile", Tool{Name: "x", Handler: echo, Profiles: []string{"sms"}}, ""},
 		{"good profiles", Tool{Name: "x", Handler: echo, Profiles: []string{"admin", "wecom"}}, ""},
 	}
 	for _, tt := range tests {
@@ -75,8 +78,8 @@ func newTestRegistry(t *testing.T) *Registry {
 	r := NewRegistry()
 	for _, tool := range []Tool{
 		{Name: "zeta", Description: "z", Handler: echo},
-		{Name: "alpha", Description: "a", Handler: echo, Profiles: []string{ProfileAdmin}},
-		{Name: "mid", Description: "m", Handler: echo, Profiles: []string{ProfileWeCom, ProfileVoice}},
+		{Name: "alpha", Description: "a", Handler: echo, Profiles: []string{"admin"}},
+		{Name: "mid", Description: "m", Handler: echo, Profiles: []string{"wecom", "voice"}},
 		{Name: "boom", Handler: func(context.Context, Call) (string, error) { panic("kaputt") }},
 		{Name: "fail", Handler: func(context.Context, Call) (string, error) { return "", errors.New("disk full") }},
 	} {
@@ -99,17 +102,17 @@ func TestListProfiles(t *testing.T) {
 	r := newTestRegistry(t)
 	tests := []struct{ profile, want string }{
 		{"", "alpha,boom,fail,mid,zeta"},
-		{ProfileAdmin, "alpha,boom,fail,zeta"},
-		{ProfileWeCom, "boom,fail,mid,zeta"},
-		{ProfileVoice, "boom,fail,mid,zeta"},
-		{ProfileHardware, "boom,fail,zeta"},
+		{"admin", "alpha,boom,fail,zeta"},
+		{"wecom", "boom,fail,mid,zeta"},
+		{"voice", "boom,fail,mid,zeta"},
+		{"hardware", "boom,fail,zeta"},
 	}
 	for _, tt := range tests {
 		if got := names(r.List(tt.profile)); got != tt.want {
 			t.Errorf("List(%q) = %s, want %s", tt.profile, got, tt.want)
 		}
 	}
-	specs := r.Specs(ProfileHardware)
+	specs := r.Specs("hardware")
 	if len(specs) != 3 || specs[0].Type != "function" || specs[0].Function.Name != "boom" || string(specs[2].Function.Parameters) != `{"type":"object","properties":{}}` {
 		t.Fatalf("Specs = %+v", specs)
 	}

@@ -234,7 +234,7 @@ func (c *conn) hello() bool {
 	// A device speaks as its user or device name and is put to the DM
 	// policy; the console session is the operator, whatever the hello
 	// names (it proved admin-socket access to get its session).
-	in := conversation.Inbound{Channel: Channel, Profile: profile, Sender: sender}
+	in := conversation.Inbound{Channel: Channel, Profile: profile, Fast: true, Sender: sender}
 	who := principals(m.Device, m.User)
 	if operator {
 		op := c.s.cfg.Operator

@@ -251,7 +251,7 @@ func mediaTools(t *testing.T, r *rig, ws string) (*tools.Registry, *atomic.Int32
 
 func toolCall(args any) tools.Call {
 	raw, _ := json.Marshal(args)
-	return tools.Call{Args: raw, User: "alice", Channel: Channel, Profile: tools.ProfileWeCom, Session: "wecom:p2p:alice"}
+	return tools.Call{Args: raw, User: "alice", Channel: Channel, Profile: Channel, Session: "wecom:p2p:alice"}
 }
 
 // send_image inside a turn goes out after the text the turn replied before
@@ -382,7 +382,7 @@ func TestSendFileRefusals(t *testing.T) {
 		t.Error("send_link accepted a javascript: url")
 	}
 	voice := toolCall(map[string]string{"path": "big.zip"})
-	voice.Profile = tools.ProfileVoice
+	voice.Profile = "voice"
 	if _, err := reg.Run(context.Background(), "send_file", voice); err == nil {
 		t.Error("send_file ran on the voice profile")
 	}

@@ -67,7 +67,7 @@ func (d ToolDeps) fileTool(name, kind, description string) tools.Tool {
 		Name:        name,
 		Description: description,
 		Schema:      tools.SchemaFor[sendFileArgs](),
-		Profiles:    []string{tools.ProfileWeCom},
+		Profiles:    []string{Channel},
 		Handler: func(ctx context.Context, call tools.Call) (string, error) {
 			args, err := tools.Decode[sendFileArgs](call.Args)
 			if err != nil {
@@ -81,7 +81,7 @@ func (d ToolDeps) fileTool(name, kind, description string) tools.Tool {
 // MediaTools returns send_image, send_file, send_video and send_link, for
 // the wecom profile only.
 func MediaTools(d ToolDeps) []tools.Tool {
-	wecomOnly := []string{tools.ProfileWeCom}
+	wecomOnly := []string{Channel}
 	return []tools.Tool{
 		d.fileTool("send_image", wx.MediaImage,
 			"Send a picture from the workspace (.jpg, .jpeg or .png, at most 10 MB) to the WeCom user of this conversation (or to another user). It arrives in order after your earlier messages."),
