@@ -7,7 +7,6 @@ import (
 	"errors"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"agent/pkg/config"
+	"agent/pkg/llm/llmtest"
 	"agent/pkg/memory"
 	"agent/pkg/store"
 	"agent/pkg/vad/vadtest"
@@ -58,12 +58,12 @@ func TestBrokenConfigFailsAndStops(t *testing.T) {
 	}
 }
 
-func baseEnv(t *testing.T, extra string, llm *httptest.Server) Env {
+func baseEnv(t *testing.T, extra string, llm *llmtest.Server) Env {
 	t.Helper()
 	dir := t.TempDir()
 	url := "http://127.0.0.1:1/v1"
 	if llm != nil {
-		url = llm.URL + "/v1"
+		url = llm.BaseURL()
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -96,14 +96,9 @@ model = "nope.bin"
 }
 
 func TestHealthyishInstall(t *testing.T) {
-	llm := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/v1/models" || r.Header.Get("Authorization") != "Bearer sk-test-secret" {
-			http.Error(w, `{"error":{"message":"bad"}}`, http.StatusUnauthorized)
-			return
-		}
-		w.Write([]byte(`{"object":"list","data":[{"id":"m","object":"model"}]}`))
-	}))
-	defer llm.Close()
+	llm := llmtest.New(t)
+	llm.RequireKey("sk-test-secret")
+	llm.Models("m")
 	e := baseEnv(t, "", llm)
 	rs := Run(context.Background(), Checks(e), time.Minute)
 	want := map[string]Level{
@@ -115,6 +110,9 @@ func TestHealthyishInstall(t *testing.T) {
 		if r := find(t, rs, name); r.Level != lvl {
 			t.Errorf("%s = %s (%s); want %s", name, r.Level, r.Detail, lvl)
 		}
+	}
+	if reqs := llm.ModelsRequests(); len(reqs) != 1 || reqs[0].Path != "/v1/models" {
+		t.Errorf("model list requests: %+v", reqs)
 	}
 	if r := find(t, rs, "embedding_model"); !strings.Contains(r.Fix, "fetch-models") {
 		t.Errorf("embedding fix = %q", r.Fix)
@@ -143,14 +141,20 @@ func TestHealthyishInstall(t *testing.T) {
 
 func TestLLMAnswers(t *testing.T) {
 	cases := []struct {
-		name   string
-		status int
-		want   Level
-	}{{"ok", 200, OK}, {"bad key", 401, Fail}, {"no models route", 404, Warn}}
+		name  string
+		setup func(*llmtest.Server)
+		want  Level
+	}{
+		{"ok", func(*llmtest.Server) {}, OK},
+		{"bad key", func(s *llmtest.Server) { s.RequireKey("sk-another") }, Fail},
+		{"no models route", func(s *llmtest.Server) {
+			s.ModelsReply(llmtest.Error(http.StatusNotFound, "invalid_request_error", "unknown_url", "Unknown request URL: GET /v1/models"))
+		}, Warn},
+	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(c.status) }))
-			defer srv.Close()
+			srv := llmtest.New(t)
+			c.setup(srv)
 			e := baseEnv(t, "", srv)
 			if r := e.checkLLM(context.Background()); r.Level != c.want {
 				t.Fatalf("level %s (%s); want %s", r.Level, r.Detail, c.want)
@@ -169,10 +173,8 @@ func TestLLMAnswers(t *testing.T) {
 }
 
 func TestHungLLMIsBounded(t *testing.T) {
-	block := make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-block }))
-	defer srv.Close()
-	defer close(block)
+	srv := llmtest.New(t)
+	srv.ModelsReply(llmtest.Hang())
 	e := baseEnv(t, "", srv)
 	rs := Run(context.Background(), []Check{{"llm", e.checkLLM}}, 200*time.Millisecond)
 	if rs[0].Level != Fail {
