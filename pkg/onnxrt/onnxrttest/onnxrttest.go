@@ -1,28 +1,23 @@
-// Package onnxrttest finds the native test dependencies of the packages
-// that run ONNX models: the ONNX Runtime library of the checkout, and a
-// RequireNative that skips, or fails under AGENT_REQUIRE_NATIVE=1.
+// Package onnxrttest finds the ONNX Runtime library for the tests of the
+// packages that run ONNX models; a missing one is a skip naming the fix, or
+// a failure under AGENT_REQUIRE_NATIVE=1 (agent/pkg/nativetest decides).
 package onnxrttest
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
 	"testing"
 
+	"agent/pkg/nativetest"
 	"agent/pkg/onnxrt"
 )
 
-// RequireNative stops a test whose native dependency (what) is missing: a
-// skip naming the fix, or a failure when AGENT_REQUIRE_NATIVE=1 (make test
-// and CI set it, so that a missing dependency cannot pass silently).
+// RequireNative stops a test whose native dependency (what) is missing:
+// nativetest.Need with fix, the command that provides it.
 func RequireNative(tb testing.TB, what, fix string) {
 	tb.Helper()
-	msg := fmt.Sprintf("%s is not available; fix: %s", what, fix)
-	if os.Getenv("AGENT_REQUIRE_NATIVE") == "1" {
-		tb.Fatal(msg + " (required: AGENT_REQUIRE_NATIVE=1)")
-	}
-	tb.Skip(msg)
+	nativetest.Need(tb, what, fix, false)
 }
 
 // RepoRoot walks up from the working directory (a test's package
@@ -46,15 +41,12 @@ func RepoRoot(tb testing.TB) string {
 }
 
 // Library is $AGENT_ORT_LIB or <repo>/.deps/onnxruntime/linux-$GOARCH/,
-// or RequireNative when it is missing.
+// or stops the test (nativetest.File) when it is missing.
 func Library(tb testing.TB) string {
 	tb.Helper()
 	p := os.Getenv("AGENT_ORT_LIB")
 	if p == "" {
 		p = filepath.Join(RepoRoot(tb), ".deps", "onnxruntime", "linux-"+runtime.GOARCH, onnxrt.LibraryName)
 	}
-	if _, err := os.Stat(p); err != nil {
-		RequireNative(tb, "ONNX Runtime ("+p+")", "`make deps` (scripts/deps.sh ort) or set AGENT_ORT_LIB")
-	}
-	return p
+	return nativetest.File(tb, p, "ONNX Runtime", "`make deps` (scripts/deps.sh ort) or set AGENT_ORT_LIB")
 }
