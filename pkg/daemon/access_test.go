@@ -23,7 +23,7 @@ import (
 func TestVoicePolicyReloadAppliesToNextTurn(t *testing.T) {
 	llmSrv := streamingLLM(t)
 	dir := t.TempDir()
-	llm := "[llm]\nprovider = \"custom\"\nmodel = \"fake\"\nbase_url = \"" + llmSrv.URL + "/v1\"\n"
+	llm := "[llm]\nprovider = \"custom\"\nmodel = \"fake\"\nbase_url = \"" + llmSrv.BaseURL() + "\"\n"
 	addr, _ := startDaemonIn(t, dir, llm+"[voice]\ntoken = \"device-secret-0123456789\"\n[security]\ndm_policy = \"allowlist\"\nallow_from = [\"voice:kitchen-panel\"]\n")
 	ws, _, err := websocket.DefaultDialer.Dial("ws://"+addr+"/voice", nil)
 	if err != nil {

@@ -94,7 +94,7 @@ func waitClosed(t *testing.T, c net.Conn) string {
 func TestHTTPTimeoutsCutSlowClientsNotWebSockets(t *testing.T) {
 	llm := streamingLLM(t)
 	to := HTTPTimeouts{ReadHeader: 100 * time.Millisecond, Read: 300 * time.Millisecond, Write: 300 * time.Millisecond, Idle: 300 * time.Millisecond}
-	addr, _ := limitsDaemon(t, to, "", "[llm]\nprovider = \"custom\"\nmodel = \"fake\"\nbase_url = \""+llm.URL+"/v1\"\n")
+	addr, _ := limitsDaemon(t, to, "", "[llm]\nprovider = \"custom\"\nmodel = \"fake\"\nbase_url = \""+llm.BaseURL()+"\"\n")
 
 	slowHeaders, err := net.Dial("tcp", addr)
 	if err != nil {

@@ -3,10 +3,8 @@ package daemon
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,43 +15,24 @@ import (
 	"agent/pkg/assistant"
 	"agent/pkg/config"
 	"agent/pkg/health"
+	"agent/pkg/llm/llmtest"
 	"agent/pkg/runner"
 )
 
 // toolLLM answers "check yourself" with a self_check call, "diagnose" with
 // a diagnose call, and a tool result by repeating it as the answer.
-func toolLLM(t *testing.T) *httptest.Server {
+func toolLLM(t *testing.T) *llmtest.Server {
 	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/v1/chat/completions" {
-			http.NotFound(w, r)
-			return
-		}
-		var req struct {
-			Messages []struct {
-				Role    string `json:"role"`
-				Content string `json:"content"`
-			} `json:"messages"`
-		}
-		json.NewDecoder(r.Body).Decode(&req)
-		last := req.Messages[len(req.Messages)-1]
-		w.Header().Set("Content-Type", "application/json")
-		call := func(name string) {
-			fmt.Fprintf(w, `{"id":"c1","object":"chat.completion","choices":[{"index":0,"finish_reason":"tool_calls","message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_%d","type":"function","function":{"name":%q,"arguments":"{}"}}]}}]}`,
-				len(req.Messages), name)
-		}
+	return llmtest.NewFunc(t, func(r *llmtest.Request) llmtest.Reply {
+		last := r.Last()
 		switch {
 		case last.Role == "user" && strings.Contains(last.Content, "check yourself"):
-			call(assistant.ToolSelfCheck)
+			return llmtest.Calls(llmtest.Call(assistant.ToolSelfCheck, "{}"))
 		case last.Role == "user" && strings.Contains(last.Content, "diagnose"):
-			call(assistant.ToolDiagnose)
-		default:
-			b, _ := json.Marshal(last.Content)
-			fmt.Fprintf(w, `{"id":"c2","object":"chat.completion","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":%s}}]}`, b)
+			return llmtest.Calls(llmtest.Call(assistant.ToolDiagnose, "{}"))
 		}
-	}))
-	t.Cleanup(srv.Close)
-	return srv
+		return llmtest.Text(last.Content)
+	})
 }
 
 func TestSelfCheckAndDiagnoseTools(t *testing.T) {
@@ -68,7 +47,7 @@ owners = ["wecom:boss"]
 [llm]
 provider = "custom"
 model = "fake"
-base_url = "`+llmSrv.URL+`/v1"
+base_url = "`+llmSrv.BaseURL()+`"
 `), 0o600)
 	cfg, _, err := config.Load(path, func(string) (string, bool) { return "", false })
 	if err != nil {

@@ -2,12 +2,8 @@ package daemon
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -20,8 +16,10 @@ import (
 	"github.com/gorilla/websocket"
 
 	"agent/pkg/config"
+	"agent/pkg/llm/llmtest"
 	"agent/pkg/localmodels"
 	"agent/pkg/memory"
+	"agent/pkg/nativetest"
 	"agent/pkg/store"
 )
 
@@ -70,44 +68,31 @@ func (l stampListener) Accept() (net.Conn, error) {
 
 type stampKey struct{}
 
-// firstByteLLM is an OpenAI-compatible server that sends the first byte
-// time of every streamed request for model to arrivals, and answers
-// everything with a short streamed (or plain) reply.
-func firstByteLLM(tb testing.TB, model string, arrivals chan<- time.Time) *httptest.Server {
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var req struct {
-			Model  string `json:"model"`
-			Stream bool   `json:"stream"`
-		}
-		json.NewDecoder(r.Body).Decode(&req)
-		io.Copy(io.Discard, r.Body)
+// firstByteLLM is the fake LLM (llmtest) with its listener stamping the
+// first byte read on each connection: every streamed request for model
+// sends that time to arrivals; everything is answered with a short
+// streamed (or plain) reply.
+func firstByteLLM(tb testing.TB, model string, arrivals chan<- time.Time) *llmtest.Server {
+	srv := llmtest.NewUnstarted(tb)
+	srv.Func(func(r *llmtest.Request) llmtest.Reply {
 		first := r.Context().Value(stampKey{}).(*stampConn).take()
-		if req.Model == model && req.Stream {
+		if r.Model == model && r.Stream {
 			select {
 			case arrivals <- first:
 			default:
 			}
 		}
-		if !req.Stream {
-			w.Header().Set("Content-Type", "application/json")
-			io.WriteString(w, `{"id":"c1","object":"chat.completion","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"[]"}}],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}`)
-			return
+		if !r.Stream {
+			return llmtest.Text("[]")
 		}
-		w.Header().Set("Content-Type", "text/event-stream")
-		for _, ev := range []string{
-			`{"id":"c1","choices":[{"index":0,"delta":{"role":"assistant","content":"Okay"},"finish_reason":null}]}`,
-			`{"id":"c1","choices":[{"index":0,"delta":{"content":"."},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}`,
-			`[DONE]`,
-		} {
-			fmt.Fprintf(w, "data: %s\n\n", ev)
-		}
-	}))
-	srv.Listener = stampListener{srv.Listener}
-	srv.Config.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+		return llmtest.Stream("Okay", ".")
+	})
+	hs := srv.HTTPServer()
+	hs.Listener = stampListener{hs.Listener}
+	hs.Config.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
 		return context.WithValue(ctx, stampKey{}, c.(*stampConn))
 	}
 	srv.Start()
-	tb.Cleanup(srv.Close)
 	return srv
 }
 
@@ -139,10 +124,7 @@ func BenchmarkTranscriptToLLM(b *testing.B) {
 	}
 	for _, p := range []string{filepath.Join(modelDir, "model.onnx"), ort} {
 		if _, err := os.Stat(p); err != nil {
-			if os.Getenv("AGENT_REQUIRE_NATIVE") != "" {
-				b.Fatalf("%s: %v (make testmodels; scripts/deps.sh ort)", p, err)
-			}
-			b.Skipf("%s: %v (make testmodels; scripts/deps.sh ort)", p, err)
+			nativetest.Missing(b, p, "make testmodels; scripts/deps.sh ort", err)
 		}
 	}
 	arrivals := make(chan time.Time, 1)
@@ -171,7 +153,7 @@ model = "/nonexistent.bin"
 token = "bench-token-0123456789"
 [security]
 dm_policy = "open"
-`, llmSrv.URL+"/v1", modelDir, ort)), 0o600)
+`, llmSrv.BaseURL(), modelDir, ort)), 0o600)
 	cfg, _, err := config.Load(path, func(string) (string, bool) { return "", false })
 	if err != nil {
 		b.Fatal(err)

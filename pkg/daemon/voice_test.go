@@ -2,14 +2,11 @@ package daemon
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,34 +17,17 @@ import (
 	"agent/pkg/admin"
 	"agent/pkg/config"
 	"agent/pkg/console/consoletest"
+	"agent/pkg/llm/llmtest"
+	"agent/pkg/nativetest"
 )
 
 // streamingLLM answers every request with "Hello there", streamed in two
 // pieces when asked to stream.
-func streamingLLM(t *testing.T) *httptest.Server {
+func streamingLLM(t *testing.T) *llmtest.Server {
 	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var req struct {
-			Stream bool `json:"stream"`
-		}
-		json.NewDecoder(r.Body).Decode(&req)
-		if !req.Stream {
-			w.Header().Set("Content-Type", "application/json")
-			io.WriteString(w, `{"id":"c1","object":"chat.completion","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"Hello there"}}],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}`)
-			return
-		}
-		w.Header().Set("Content-Type", "text/event-stream")
-		for _, ev := range []string{
-			`{"id":"c1","choices":[{"index":0,"delta":{"role":"assistant","content":"Hello"},"finish_reason":null}]}`,
-			`{"id":"c1","choices":[{"index":0,"delta":{"content":" there"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}`,
-			`[DONE]`,
-		} {
-			fmt.Fprintf(w, "data: %s\n\n", ev)
-			w.(http.Flusher).Flush()
-		}
-	}))
-	t.Cleanup(srv.Close)
-	return srv
+	return llmtest.NewFunc(t, func(*llmtest.Request) llmtest.Reply {
+		return llmtest.Reply{Chunks: []string{"Hello", " there"}}
+	})
 }
 
 // startDaemon runs the daemon on extra config and returns its address.
@@ -133,7 +113,7 @@ func TestVoiceChannelThroughPipeline(t *testing.T) {
 	llmSrv := streamingLLM(t)
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "var", "agent.sock")
-	addr, stop := startDaemonIn(t, dir, "[llm]\nprovider = \"custom\"\nmodel = \"fake\"\nbase_url = \""+llmSrv.URL+"/v1\"\n")
+	addr, stop := startDaemonIn(t, dir, "[llm]\nprovider = \"custom\"\nmodel = \"fake\"\nbase_url = \""+llmSrv.BaseURL()+"\"\n")
 
 	resp, err := http.Get("http://" + addr + "/")
 	if err != nil {
@@ -294,15 +274,10 @@ func TestVoicePairing(t *testing.T) {
 // TestVoiceDefaultsFollowReload: voice.tts turned on in the file and
 // reloaded speaks the replies of the next connection.
 func TestVoiceDefaultsFollowReload(t *testing.T) {
-	if _, err := exec.LookPath("espeak-ng"); err != nil {
-		if os.Getenv("AGENT_REQUIRE_NATIVE") == "1" {
-			t.Fatal("espeak-ng:", err)
-		}
-		t.Skip("espeak-ng:", err)
-	}
+	nativetest.EspeakNG(t)
 	llmSrv := streamingLLM(t)
 	dir := t.TempDir()
-	llm := "[llm]\nprovider = \"custom\"\nmodel = \"fake\"\nbase_url = \"" + llmSrv.URL + "/v1\"\n"
+	llm := "[llm]\nprovider = \"custom\"\nmodel = \"fake\"\nbase_url = \"" + llmSrv.BaseURL() + "\"\n"
 	addr, _ := startDaemonIn(t, dir, llm+"[voice]\ntts = false\n")
 	// turn runs a text turn and then reads what follows the final reply:
 	// with speech, the audio frame; without, the reply to a second turn.

@@ -15,6 +15,7 @@ import (
 	"agent/pkg/asr"
 	"agent/pkg/asr/asrtest"
 	"agent/pkg/audio"
+	"agent/pkg/nativetest"
 	"agent/pkg/vad"
 	"agent/pkg/vad/vadtest"
 )
@@ -348,9 +349,7 @@ func TestSileroEndsSpeechNotNoise(t *testing.T) {
 // TestEncodedUtterances: a hello with "format" sends compressed audio (a
 // browser's Opus/WebM here), decoded by ffmpeg at end.
 func TestEncodedUtterances(t *testing.T) {
-	if _, err := exec.LookPath("ffmpeg"); err != nil {
-		asrtest.Unavailable(t, "ffmpeg", err)
-	}
+	nativetest.FFmpeg(t)
 	dir := t.TempDir()
 	var wav bytes.Buffer
 	audio.WriteWAV(&wav, tone(2*time.Second, 48000, 300, 0.3), 48000, 1)

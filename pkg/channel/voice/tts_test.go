@@ -4,13 +4,14 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
-	"os/exec"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"agent/pkg/nativetest"
 )
 
 // audioFrame is the header of a spoken reply.
@@ -23,9 +24,7 @@ type audioFrame struct {
 
 func needEspeak(t *testing.T) {
 	t.Helper()
-	if _, err := exec.LookPath("espeak-ng"); err != nil {
-		t.Skip("espeak-ng is not installed")
-	}
+	nativetest.EspeakNG(t)
 }
 
 // raw reads one frame of either kind.

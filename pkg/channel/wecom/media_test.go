@@ -21,6 +21,7 @@ import (
 	"agent/pkg/asr"
 	"agent/pkg/asr/asrtest"
 	"agent/pkg/conversation"
+	"agent/pkg/nativetest"
 	"agent/pkg/recipient"
 	"agent/pkg/tools"
 	wx "agent/pkg/wecom"
@@ -395,9 +396,7 @@ func TestSendFileRefusals(t *testing.T) {
 // ffmpeg and the local whisper model (random weights: the words are
 // meaningless) and become a text turn.
 func TestInboundVoiceTranscribed(t *testing.T) {
-	if _, err := exec.LookPath("ffmpeg"); err != nil {
-		asrtest.Unavailable(t, "ffmpeg", err)
-	}
+	nativetest.FFmpeg(t)
 	model := asrtest.TinyModel(t, false)
 	rec, err := asr.New(asr.Config{ModelPath: model, Language: "en", Threads: asrtest.Threads, MaxTokens: 8}, nil)
 	if err != nil {
