@@ -12,7 +12,6 @@ import (
 	"agent/pkg/channel/operator"
 	"agent/pkg/channel/voice"
 	"agent/pkg/channel/wecom"
-	"agent/pkg/clock"
 	"agent/pkg/config"
 	"agent/pkg/pairing"
 )
@@ -37,7 +36,7 @@ func (d *Daemon) startChannels(ctx context.Context, cfg *config.Config) {
 		Config:  d.config,
 		DB:      d.store.DB(),
 		Logger:  d.logger,
-		Clock:   clock.Func(d.now),
+		Clock:   d.clock,
 		Metrics: d.metrics,
 		Health:  d.checker,
 		Gate:    gate.Gate{Pairings: d.pairings(), Policy: d.dmPolicy},
@@ -50,7 +49,7 @@ func (d *Daemon) startChannels(ctx context.Context, cfg *config.Config) {
 	if d.asst.Err() == nil {
 		host.Assistant = d.asst
 	}
-	set, _ := channel.NewSet(d.logger, clock.Func(d.now))
+	set, _ := channel.NewSet(d.logger, d.clock)
 	d.channels = set
 	for _, b := range d.opts.Channels {
 		c, err := b.Build(ctx, host)

@@ -63,7 +63,9 @@ type Options struct {
 	Reload          <-chan struct{}         // SIGHUP
 	Checks          map[string]health.Check // liveness checks from features: a failure withholds WATCHDOG=1
 	ShutdownTimeout time.Duration           // default 10s; the unit's TimeoutStopSec must be larger
-	Now             func() time.Time
+	// Clock is the daemon's time: schedules, backoff, debounce, health
+	// caching. nil: the wall clock (tests pass a clock.Fake).
+	Clock clock.Clock
 	SysRoot         string // sysfs for the self-check's thermal zones; default /sys (tests: fixtures)
 	// HTTPTimeouts: server.listen's read/write/idle timeouts; zero: defaults (limits.go).
 	HTTPTimeouts HTTPTimeouts
@@ -75,7 +77,8 @@ type Options struct {
 type Daemon struct {
 	opts    Options
 	logger  *slog.Logger
-	now     func() time.Time
+	clock   clock.Clock
+	now     func() time.Time // clock.Now
 	started time.Time
 
 	mu  sync.RWMutex
@@ -109,9 +112,7 @@ func Run(ctx context.Context, opts Options) error {
 	if opts.ShutdownTimeout <= 0 {
 		opts.ShutdownTimeout = 10 * time.Second
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
+	opts.Clock = clock.Or(opts.Clock)
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -121,7 +122,8 @@ func Run(ctx context.Context, opts Options) error {
 	d := &Daemon{
 		opts:       opts,
 		logger:     opts.Logger,
-		now:        opts.Now,
+		clock:      opts.Clock,
+		now:        opts.Clock.Now,
 		cfg:        opts.Config,
 		components: map[string]string{},
 		serveErr:   make(chan error, 2),
@@ -511,7 +513,7 @@ func (d *Daemon) startAssistant(cfg *config.Config) {
 		Env:        d.opts.Env,
 		Logger:     d.logger,
 		Scrubber:   d.opts.Scrubber,
-		Clock:      clock.Func(d.now),
+		Clock:      d.clock,
 		Metrics:    d.metrics,
 		Health:     d.checker,
 		ErrLog:     d.probes.errlog,
