@@ -65,8 +65,8 @@ type Options struct {
 	ShutdownTimeout time.Duration           // default 10s; the unit's TimeoutStopSec must be larger
 	// Clock is the daemon's time: schedules, backoff, debounce, health
 	// caching. nil: the wall clock (tests pass a clock.Fake).
-	Clock clock.Clock
-	SysRoot         string // sysfs for the self-check's thermal zones; default /sys (tests: fixtures)
+	Clock   clock.Clock
+	SysRoot string // sysfs for the self-check's thermal zones; default /sys (tests: fixtures)
 	// HTTPTimeouts: server.listen's read/write/idle timeouts; zero: defaults (limits.go).
 	HTTPTimeouts HTTPTimeouts
 	// Channels are the channels to build, in order; nil: DefaultChannels().
