@@ -20,7 +20,7 @@ import (
 	"agent/pkg/diskfree"
 	"agent/pkg/embed"
 	"agent/pkg/localmodels"
-	"agent/pkg/memory"
+	"agent/pkg/memory/factcount"
 	"agent/pkg/onnxrt"
 	"agent/pkg/statedir"
 	"agent/pkg/store"
@@ -184,7 +184,7 @@ func (e Env) checkFacts(ctx context.Context) Result {
 	if ver, _ := s.Version(ctx); ver < store.SchemaVersion() {
 		return degraded(semantic, "created at the next start; "+mode)
 	}
-	st, err := memory.New(s.DB(), memory.Config{}, nil, nil).Stats(ctx, "")
+	st, err := factcount.Count(ctx, s.DB(), "")
 	if err != nil {
 		return Result{Level: Fail, Detail: err.Error()}
 	}

@@ -27,6 +27,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"agent/pkg/memory/factcount"
 )
 
 // Embedder turns texts into L2-normalised vectors (pkg/embed).
@@ -407,14 +409,6 @@ type Stats struct {
 
 // Stats counts the facts of scope ("" = all scopes).
 func (s *Store) Stats(ctx context.Context, scope string) (Stats, error) {
-	st := Stats{Semantic: s.Semantic()}
-	err := s.db.QueryRowContext(ctx, `SELECT
-		count(*) FILTER (WHERE superseded_by IS NULL),
-		count(*) FILTER (WHERE superseded_by IS NOT NULL),
-		count(*) FILTER (WHERE superseded_by IS NULL AND embedding IS NULL)
-		FROM memory_facts WHERE ?1 = '' OR scope = ?1`, scope).Scan(&st.Facts, &st.Superseded, &st.Unembedded)
-	if err != nil {
-		return st, fmt.Errorf("memory: stats: %w", err)
-	}
-	return st, nil
+	c, err := factcount.Count(ctx, s.db, scope)
+	return Stats{Facts: c.Facts, Superseded: c.Superseded, Unembedded: c.Unembedded, Semantic: s.Semantic()}, err
 }
