@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"agent/pkg/nativetest"
 )
 
 func write(t *testing.T, path, content string, mtime time.Time) {
@@ -30,10 +32,7 @@ func TestPromptSystem(t *testing.T) {
 	write(t, filepath.Join(dir, "skills", "weather", "SKILL.md"), "---\nfoo: bar\n---\n# Weather\n\nLooks up the forecast.\nMore text.\n", t0)
 	write(t, filepath.Join(dir, "skills", "notes", "SKILL.md"), "# Notes\nKeeps notes.\n", t0)
 	p := NewPrompt(dir, nil)
-	loc, err := time.LoadLocation("Asia/Shanghai")
-	if err != nil {
-		t.Skip("no tzdata:", err)
-	}
+	loc := nativetest.Location(t, "Asia/Shanghai")
 	now := time.Date(2026, 3, 2, 1, 30, 0, 0, time.UTC)
 	got := p.System(now, loc, "alice prefers mornings")
 	for _, want := range []string{

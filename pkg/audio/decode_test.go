@@ -10,17 +10,14 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"agent/pkg/nativetest"
 )
 
 // needFFmpeg skips (or, with AGENT_REQUIRE_NATIVE=1, fails) without ffmpeg.
 func needFFmpeg(t *testing.T) {
 	t.Helper()
-	if _, err := exec.LookPath("ffmpeg"); err != nil {
-		if os.Getenv("AGENT_REQUIRE_NATIVE") == "1" {
-			t.Fatalf("ffmpeg: %v (apt install ffmpeg)", err)
-		}
-		t.Skipf("ffmpeg: %v", err)
-	}
+	nativetest.FFmpeg(t)
 }
 
 // encode writes a tone of d at 48 kHz stereo and has ffmpeg encode it.

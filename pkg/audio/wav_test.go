@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"agent/pkg/nativetest"
 )
 
 // wavBytes builds a WAV file by hand: fmt fields, then the given chunks.
@@ -166,10 +168,7 @@ func TestWAVRoundTrip(t *testing.T) {
 // TestReadWAVFromSox reads what a real encoder writes (sox adds a LIST
 // chunk to some outputs and writes WAVE_FORMAT_EXTENSIBLE for >2 channels).
 func TestReadWAVFromSox(t *testing.T) {
-	sox, err := exec.LookPath("sox")
-	if err != nil {
-		t.Skip("sox not installed (make deps installs it)")
-	}
+	sox := nativetest.Sox(t)
 	dir := t.TempDir()
 	for _, tc := range []struct {
 		channels string

@@ -26,6 +26,7 @@ import (
 	"agent/pkg/audio"
 	"agent/pkg/channel/voice"
 	"agent/pkg/conversation"
+	"agent/pkg/nativetest"
 )
 
 func TestPage(t *testing.T) {
@@ -140,10 +141,7 @@ func (c *cdp) until(expr string, timeout time.Duration) {
 // reply appear, the text box works, the status
 // panel shows /healthz. CONSOLE_SCREENSHOT=path keeps a screenshot.
 func TestConsoleInChromium(t *testing.T) {
-	browser, err := exec.LookPath("chromium")
-	if err != nil {
-		asrtest.Unavailable(t, "chromium (apt-get install chromium; scripts/deps.sh apt)", err)
-	}
+	browser := nativetest.Chromium(t)
 	speech := asrtest.SpeechOrSkip(t, "Hello agent, what is on my calendar today?")
 	var rec voice.Recognizer = fixedASR{}
 	if r, err := asr.New(asr.Config{ModelPath: asrtest.TinyModel(t, false), Language: "en", Threads: asrtest.Threads, MaxTokens: 8}, nil); err == nil {

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"agent/pkg/embed/embedtest"
+	"agent/pkg/nativetest"
 	"agent/pkg/onnxrt"
 )
 
@@ -35,10 +36,7 @@ func needRuntime(t testing.TB) string {
 // refTool returns the node binary and scripts/ref, with its node_modules.
 func refTool(t testing.TB) (node, dir string) {
 	t.Helper()
-	node, err := exec.LookPath("node")
-	if err != nil {
-		requireNative(t, "node", "`make deps` (installs Node.js)")
-	}
+	node = nativetest.Node(t)
 	dir = filepath.Join(repoRoot(t), "scripts", "ref")
 	for _, m := range []string{"onnxruntime-node", "@huggingface/tokenizers", "onnx-proto"} {
 		if _, err := os.Stat(filepath.Join(dir, "node_modules", m)); err != nil {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"agent/pkg/config"
+	"agent/pkg/nativetest"
 )
 
 // repoRoot walks up from the working directory to the directory holding
@@ -43,21 +44,9 @@ func repoRoot(t testing.TB) string {
 // (fails under AGENT_REQUIRE_NATIVE=1) when it or node is missing.
 func nativeServer(t testing.TB, bin string) string {
 	t.Helper()
+	nativetest.Node(t)
 	path := filepath.Join(repoRoot(t), ".deps", "mcp", "node_modules", ".bin", bin)
-	_, statErr := os.Stat(path)
-	_, nodeErr := exec.LookPath("node")
-	if statErr == nil && nodeErr == nil {
-		return path
-	}
-	msg := fmt.Sprintf("%s is not installed (run scripts/mcp-servers.sh; node and npm are needed)", path)
-	if nodeErr != nil {
-		msg = "node is not on PATH: " + nodeErr.Error()
-	}
-	if os.Getenv("AGENT_REQUIRE_NATIVE") == "1" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg + "; set AGENT_REQUIRE_NATIVE=1 to make this a failure")
-	return ""
+	return nativetest.File(t, path, "the MCP server "+bin, "scripts/mcp-servers.sh (scripts/deps.sh mcp; node and npm are needed)")
 }
 
 func TestEverythingStdio(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"agent/pkg/clock"
+	"agent/pkg/nativetest"
 	"agent/pkg/store"
 )
 
@@ -92,15 +93,21 @@ func openDBB(t testing.TB) (*store.Store, string) {
 	return st, path
 }
 
-var shanghai = mustZone("Asia/Shanghai")
+// shanghai is the zone of most tests; a test using it goes through
+// newHarness or needZones, which stop it when tzdata is missing.
+var shanghai = zoneOrUTC("Asia/Shanghai")
 
-func mustZone(name string) *time.Location {
+func zoneOrUTC(name string) *time.Location {
 	l, err := time.LoadLocation(name)
 	if err != nil {
-		panic(err)
+		return time.UTC // needZones skips (or fails) the test
 	}
 	return l
 }
+
+// needZones stops the test unless the time-zone database is installed
+// (nativetest: a skip, or a failure under AGENT_REQUIRE_NATIVE=1).
+func needZones(t testing.TB) { nativetest.TZData(t) }
 
 // harness is a scheduler on a fake clock whose loop the test drives with
 // step (no background loop): step polls once and waits for every action
@@ -116,6 +123,7 @@ type harness struct {
 
 func newHarness(t *testing.T, now time.Time, mod func(*Config)) *harness {
 	t.Helper()
+	needZones(t)
 	st, _ := openDB(t)
 	h := &harness{t: t, st: st, clock: newFakeClock(now)}
 	h.out = newOutbox(h.clock)

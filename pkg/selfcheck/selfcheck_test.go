@@ -13,6 +13,7 @@ import (
 
 	"agent/pkg/clock"
 	"agent/pkg/errlog"
+	"agent/pkg/nativetest"
 	"agent/pkg/scheduler"
 	"agent/pkg/store"
 )
@@ -255,10 +256,7 @@ func fire(t *testing.T, clk *clock.Fake) time.Time {
 }
 
 func TestDailyRunsAtNineLocal(t *testing.T) {
-	loc, err := time.LoadLocation("Asia/Shanghai")
-	if err != nil {
-		t.Skip(err)
-	}
+	loc := nativetest.Location(t, "Asia/Shanghai")
 	clk := clock.NewFake(time.Date(2025, 3, 1, 6, 30, 0, 0, loc))
 	ran := make(chan time.Time)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -6,16 +6,15 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"agent/pkg/nativetest"
 )
 
 // TestUnitFilesVerify runs systemd's own checker over the shipped units
 // (with ExecStart pointed at a binary that exists here), so a misspelt
 // directive fails the build instead of the appliance's boot.
 func TestUnitFilesVerify(t *testing.T) {
-	analyze, err := exec.LookPath("systemd-analyze")
-	if err != nil {
-		t.Skip("systemd-analyze not installed")
-	}
+	analyze := nativetest.SystemdAnalyze(t)
 	dir := t.TempDir()
 	for _, name := range []string{"agent.service", "agent@.service"} {
 		b, err := os.ReadFile(filepath.Join("..", "..", "systemd", name))

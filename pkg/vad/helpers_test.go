@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"agent/pkg/audio"
+	"agent/pkg/nativetest"
 	"agent/pkg/onnxrt"
 	"agent/pkg/vad/vadtest"
 )
@@ -56,10 +57,7 @@ func model(t testing.TB) *Model {
 // it at 16 kHz with espeak's leading and trailing silence trimmed.
 func speech(t testing.TB, voice, text string) []float32 {
 	t.Helper()
-	bin, err := exec.LookPath("espeak-ng")
-	if err != nil {
-		requireNative(t, "espeak-ng", "`make deps` (apt install espeak-ng)")
-	}
+	bin := nativetest.EspeakNG(t)
 	wav := filepath.Join(t.TempDir(), "speech.wav")
 	var stderr bytes.Buffer
 	cmd := exec.Command(bin, "-v", voice, "-w", wav, text)

@@ -12,11 +12,12 @@ import (
 	"testing"
 
 	"agent/pkg/audio"
+	"agent/pkg/nativetest"
 )
 
 // RequireNativeEnv names the environment variable that turns a missing
 // native dependency from a skip into a failure (make test and CI set it).
-const RequireNativeEnv = "AGENT_REQUIRE_NATIVE"
+const RequireNativeEnv = nativetest.Env
 
 // Threads is what tests give a recogniser: one. ggml's threads spin while
 // they wait for each other, and go test runs packages in parallel: two
@@ -24,15 +25,12 @@ const RequireNativeEnv = "AGENT_REQUIRE_NATIVE"
 // convoy (a call takes many times as long). Benchmarks use 2, alone.
 const Threads = 1
 
-// Unavailable reports a native dependency the test cannot have: t.Skip
-// naming the fix, or t.Fatal when AGENT_REQUIRE_NATIVE=1.
+// Unavailable reports a native dependency the test cannot have
+// (nativetest.Missing): a skip naming the fix, or a failure when
+// AGENT_REQUIRE_NATIVE=1.
 func Unavailable(tb testing.TB, what string, err error) {
 	tb.Helper()
-	msg := fmt.Sprintf("%s unavailable: %v (install the native dependencies with `make deps`)", what, err)
-	if os.Getenv(RequireNativeEnv) == "1" {
-		tb.Fatalf("%s; %s=1 requires it", msg, RequireNativeEnv)
-	}
-	tb.Skip(msg)
+	nativetest.Missing(tb, what, "install the native dependencies with `make deps`", err)
 }
 
 // TinyModel returns the cached random tiny model (see EnsureTinyModel) in
