@@ -5,14 +5,16 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 )
 
-// runConversations pushes keys×turns jobs, each sleeping latency (a fake LLM
-// call), and checks every key's turns ran in order. It returns the wall time.
+// runConversations pushes keys×turns jobs, each waiting latency (a fake LLM
+// call; 0: it only yields), and checks every key's turns ran in order. It
+// returns the wall time.
 func runConversations(tb testing.TB, r *Runner, keys, turns int, latency time.Duration) time.Duration {
 	tb.Helper()
 	got := make([][]int, keys)
@@ -24,9 +26,13 @@ func runConversations(tb testing.TB, r *Runner, keys, turns int, latency time.Du
 		for j := range turns {
 			err := r.Submit(key, func(ctx context.Context) {
 				defer wg.Done()
-				select {
-				case <-time.After(latency):
-				case <-ctx.Done():
+				if latency == 0 {
+					runtime.Gosched()
+				} else {
+					select {
+					case <-time.After(latency):
+					case <-ctx.Done():
+					}
 				}
 				got[k] = append(got[k], j)
 			})
@@ -53,9 +59,8 @@ func runConversations(tb testing.TB, r *Runner, keys, turns int, latency time.Du
 func TestConversations100Order(t *testing.T) {
 	r := New(Config{MaxConcurrent: 100}, nil)
 	defer closeRunner(t, r)
-	wall := runConversations(t, r, 100, 5, 10*time.Millisecond)
-	// Timing is measured by BenchmarkConversations100, not asserted here.
-	t.Logf("100 conversations x 5 turns x 10ms, cap 100: %v", wall)
+	// Timing is measured by BenchmarkConversations100; here only the order.
+	runConversations(t, r, 100, 5, 0)
 }
 
 // BenchmarkConversations100: 100 users, 5 turns each, 100 ms fake LLM latency.
