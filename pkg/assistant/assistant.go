@@ -85,12 +85,18 @@ type Assistant struct {
 // many turns run at once (each holds a session window and tool output).
 const maxConcurrentTurns = 4
 
-// Failed is an assistant that did not start: every call says why.
-func Failed(err error) *Assistant { return &Assistant{err: err} }
+// Failed is an assistant whose pipeline did not start: every call about
+// conversations says why; the self-check still runs (daily, with notices
+// to the owners), since that is when they most need it.
+func Failed(err error, cfg *config.Config, d Deps) *Assistant {
+	a := prepare(cfg, d)
+	a.err = err
+	a.checks = newSelfCheckPart(a)
+	return a
+}
 
-// New builds the pipeline from cfg. On error everything built so far is
-// closed.
-func New(cfg *config.Config, d Deps) (a *Assistant, err error) {
+// prepare fills in d's defaults.
+func prepare(cfg *config.Config, d Deps) *Assistant {
 	if d.Logger == nil {
 		d.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -109,8 +115,16 @@ func New(cfg *config.Config, d Deps) (a *Assistant, err error) {
 			return fmt.Errorf("channel %q is not connected on this agent", channel)
 		}
 	}
+	return &Assistant{d: d, logger: d.Logger, clock: d.Clock}
+}
+
+// New builds the pipeline from cfg. On error everything built so far is
+// closed.
+func New(cfg *config.Config, d Deps) (a *Assistant, err error) {
+	a = prepare(cfg, d)
+	d = a.d
 	now := d.Clock.Now
-	a = &Assistant{d: d, logger: d.Logger, clock: d.Clock, sessions: session.New(d.Store.DB(), now), reg: tools.NewRegistry()}
+	a.sessions, a.reg = session.New(d.Store.DB(), now), tools.NewRegistry()
 	defer func() {
 		if err != nil {
 			a.Close(context.Background())

@@ -259,10 +259,10 @@ func (a *Assistant) diagnose(ctx context.Context, call tools.Call, id int64) (st
 // RunSelfCheck builds a report covering the time since the last saved
 // one; persist saves it (so the next one starts from here).
 func (a *Assistant) RunSelfCheck(ctx context.Context, persist bool) (selfcheck.Report, error) {
-	if err := a.unavailable(); err != nil {
-		return selfcheck.Report{}, err
-	}
 	h := a.checks
+	if h == nil {
+		return selfcheck.Report{}, errors.New("self-check is unavailable")
+	}
 	h.run.Lock()
 	defer h.run.Unlock()
 	if a.d.ErrLog != nil {
@@ -314,8 +314,12 @@ func (a *Assistant) selfCheckSources() selfcheck.Sources {
 		},
 		LLM:      a.probeLLM,
 		LLMModel: cfg.LLM.Model,
-		Jobs:     func(ctx context.Context) ([]scheduler.Job, error) { return a.sched.s.List(ctx, "") },
 	}
+	if a.err != nil {
+		s.Turns = nil // no pipeline: no turns to report; the error log says why
+		return s
+	}
+	s.Jobs = func(ctx context.Context) ([]scheduler.Job, error) { return a.sched.s.List(ctx, "") }
 	s.MCP = func() []selfcheck.MCPServer {
 		var out []selfcheck.MCPServer
 		for _, st := range a.mcp.m.Status() {
@@ -376,9 +380,6 @@ func redactKey(s, key string) string {
 // SelfCheckDaily runs the self-check every day at 09:00 in agent.timezone
 // and tells the owners about problems, until ctx ends.
 func (a *Assistant) SelfCheckDaily(ctx context.Context) {
-	if a.err != nil {
-		return
-	}
 	selfcheck.Daily(ctx, a.clock, a.config().Location(), selfCheckHour, selfCheckMinute, func(ctx context.Context) {
 		rep, err := a.RunSelfCheck(ctx, true)
 		if err != nil || ctx.Err() != nil {

@@ -507,7 +507,7 @@ type embedderSource interface {
 // startAssistant builds the conversation pipeline; a failure leaves an
 // assistant that says why on every call, and health reports it.
 func (d *Daemon) startAssistant(cfg *config.Config) {
-	a, err := assistant.New(cfg, assistant.Deps{
+	deps := assistant.Deps{
 		Store:      d.store,
 		Config:     d.config,
 		Env:        d.opts.Env,
@@ -521,11 +521,12 @@ func (d *Daemon) startAssistant(cfg *config.Config) {
 		Components: d.componentStates,
 		Started:    d.started,
 		SysRoot:    d.opts.SysRoot,
-	})
+	}
+	a, err := assistant.New(cfg, deps)
 	if err != nil {
 		d.logger.Error("conversation pipeline unavailable", "err", err)
 		d.checker.Register("conversations", func(context.Context) error { return err })
-		a = assistant.Failed(err)
+		a = assistant.Failed(err, cfg, deps)
 	}
 	d.asst = a
 }
