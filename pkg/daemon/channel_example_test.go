@@ -90,7 +90,7 @@ type brokenChannel struct{}
 func (brokenChannel) Name() string                                       { return "broken" }
 func (brokenChannel) Routes() []channel.Route                            { return nil }
 func (brokenChannel) Send(context.Context, string, string) error         { return errors.New("broken") }
-func (brokenChannel) Run(context.Context) error                          { var m map[string]int; m["x"]++; return nil }
+func (brokenChannel) Run(context.Context) error                          { panic("a bug in the channel") }
 func buildBroken(context.Context, channel.Host) (channel.Channel, error) { return brokenChannel{}, nil }
 
 // A channel added to the list gets its route mounted, its users' messages
