@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -96,11 +95,7 @@ func (a *Assistant) reloadMCP(ctx context.Context) error {
 	if cur.Path == "" {
 		return errors.New("the configuration was not loaded from a file; nothing to reload")
 	}
-	env := a.d.Env
-	if env == nil {
-		env = os.LookupEnv
-	}
-	next, _, err := config.Load(cur.Path, env)
+	next, _, err := config.Load(cur.Path, a.d.Env)
 	if err != nil {
 		return fmt.Errorf("the running MCP servers are unchanged: %w", err)
 	}

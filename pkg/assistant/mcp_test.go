@@ -2,7 +2,6 @@ package assistant
 
 import (
 	"context"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -17,7 +16,6 @@ import (
 
 	"agent/pkg/config"
 	"agent/pkg/health"
-	"agent/pkg/store"
 	"agent/pkg/tools"
 )
 
@@ -73,15 +71,7 @@ func newMCPAssistant(t *testing.T, servers string) *mcpAssistant {
 		t.Fatal(err)
 	}
 	m.cfg = cfg
-	if err := os.MkdirAll(cfg.Agent.StateDir, 0o750); err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.Open(context.Background(), filepath.Join(cfg.Agent.StateDir, store.FileName), slog.New(slog.DiscardHandler), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	a, err := New(cfg, Deps{Store: st, Config: m.config, Env: m.env, Health: m.checker})
+	a, err := New(cfg, Deps{Store: testStore(t, cfg), Config: m.config, Env: m.env, Health: m.checker})
 	if err != nil {
 		t.Fatal(err)
 	}

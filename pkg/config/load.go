@@ -68,8 +68,11 @@ func firstPath(env Env, key string) string {
 // paths resolving against the file's directory. Any failure, a missing or
 // unreadable file included, is an *Error naming the file. The returned
 // Config's Path is the file's absolute path. Warnings come back even when
-// err is not nil.
+// err is not nil. A nil env is the process environment (os.LookupEnv).
 func Load(path string, env Env) (*Config, []Warning, error) {
+	if env == nil {
+		env = os.LookupEnv
+	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		abs = filepath.Clean(path)

@@ -450,11 +450,7 @@ func (d *Daemon) Reload(ctx context.Context) error {
 	if old.Path == "" {
 		return errors.New("reload: configuration was not loaded from a file")
 	}
-	env := d.opts.Env
-	if env == nil {
-		env = os.LookupEnv
-	}
-	next, warns, err := config.Load(old.Path, env)
+	next, warns, err := config.Load(old.Path, d.opts.Env)
 	if err != nil {
 		return fmt.Errorf("reload: %w", err)
 	}
