@@ -49,10 +49,10 @@ host_base=2415511
 daemon_lines() { git ls-tree -r --name-only "$1" pkg/daemon | grep '\.go$' | grep -v '_test\.go$' | while read -r f; do git show "$1:$f"; done | wc -l; }
 if git cat-file -e "$host_base^{commit}" 2>/dev/null; then
   wt="$tmp/before-src"
-  git worktree add --detach "$wt" "$host_base" >/dev/null 2>&1
-  mkdir -p "$tmp/before/lib" && cp bin/lib/* "$tmp/before/lib/" 2>/dev/null || true
+  mkdir -p "$wt" "$tmp/before/lib"
+  git archive "$host_base" | tar -x -C "$wt"
+  cp bin/lib/* "$tmp/before/lib/" 2>/dev/null || true
   (cd "$wt" && "$go" build -trimpath -tags "$tags" -o "$tmp/before/agent" ./cmd/agent)
-  git worktree remove --force "$wt"
   : > "$tmp/host.txt"
   for round in 1 2; do
     "$go" run ./scripts/measure -bin "$tmp/before/agent" -only "no models" -runs 10 -noheader -label "before ($host_base), round $round" >> "$tmp/host.txt"

@@ -54,6 +54,10 @@ type Deps struct {
 	// Send delivers text to user to of a channel ("wecom", "alice"); the
 	// host's channel set. Callers have checked the recipient.
 	Send func(ctx context.Context, channel, to, text string) error
+	// Fast reports whether a channel's turns are latency-first (voice and
+	// hardware devices): a scheduled task of one of its users runs as
+	// their own turns do. nil: none is.
+	Fast func(channel string) bool
 	// Components are the host's component states for the self-check.
 	Components func() map[string]string
 	Started    time.Time
@@ -120,14 +124,14 @@ func prepare(cfg *config.Config, d Deps) *Assistant {
 
 // New builds the pipeline from cfg. On error everything built so far is
 // closed.
-func New(cfg *config.Config, d Deps) (a *Assistant, err error) {
-	a = prepare(cfg, d)
+func New(cfg *config.Config, d Deps) (_ *Assistant, err error) {
+	a := prepare(cfg, d)
 	d = a.d
 	now := d.Clock.Now
 	a.sessions, a.reg = session.New(d.Store.DB(), now), tools.NewRegistry()
 	defer func() {
 		if err != nil {
-			a.Close(context.Background())
+			a.Close(context.Background()) // what was started: compressor, MCP servers
 		}
 	}()
 	// Each user scope has its own folder; the prompt files, skills and
@@ -169,18 +173,19 @@ func New(cfg *config.Config, d Deps) (a *Assistant, err error) {
 		SessionMax: cfg.Memory.SessionMaxMessages,
 		Overlap:    cfg.Memory.CompressionOverlap,
 		Model:      cfg.LLM.Model,
+		Clock:      d.Clock,
 	}, a.memory, client, a.sessions, d.Logger)
 	a.compress.Start()
 	a.checks = newSelfCheckPart(a)
 	ag := agent.New(agent.ConfigFrom(cfg), agent.Deps{
 		LLM: client, Tools: a.reg, Sessions: a.sessions, Prompt: a.prompt, Memory: a.memory,
-		OnTurn: a.compress.Notify, Logger: d.Logger, Now: now,
+		OnTurn: a.compress.Notify, Logger: d.Logger, Now: now, Clock: d.Clock,
 		Scrub: d.Scrubber.Scrub, // tool errors are redacted like the logs (nil-safe)
 	})
-	a.runner = runner.New(runner.Config{MaxConcurrent: maxConcurrentTurns}, d.Logger)
+	a.runner = runner.New(runner.Config{MaxConcurrent: maxConcurrentTurns, Clock: d.Clock}, d.Logger)
 	a.conv = conversation.New(conversation.Deps{
 		Runner: a.runner, Agent: a.checks.observe(ag), Sessions: a.sessions, Memory: a.memory, Closed: a.compress.Notify,
-		Model: cfg.LLM.Model, Logger: d.Logger,
+		Model: cfg.LLM.Model, Logger: d.Logger, Clock: d.Clock,
 	})
 	if err := a.startMCP(cfg); err != nil {
 		return nil, fmt.Errorf("mcp: %w", err)
@@ -247,7 +252,7 @@ func (a *Assistant) Start(ctx context.Context) error {
 	a.enforceJobRecipients(ctx)
 	if err := a.sched.s.Start(ctx); err != nil {
 		a.d.Health.Register("scheduler", func(context.Context) error { return err })
-		return fmt.Errorf("scheduled jobs are not running: %w", err)
+		return err
 	}
 	return nil
 }

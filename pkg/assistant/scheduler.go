@@ -98,7 +98,9 @@ func (a *Assistant) schedulePrompt(ctx context.Context, owner, prompt string) (s
 			return "", fmt.Errorf("%w: %s is not (or no longer) allowed to use the assistant (security.dm_policy, pairing); the task did not run", recipient.ErrRefused, owner)
 		}
 	}
-	replies, err := a.Ask(ctx, conversation.Inbound{Channel: channel, Sender: user, Text: scheduledPrefix + prompt})
+	in := conversation.Inbound{Channel: channel, Sender: user, Text: scheduledPrefix + prompt}
+	in.Fast = a.d.Fast != nil && a.d.Fast(channel) // as the owner's own turns on that channel
+	replies, err := a.Ask(ctx, in)
 	if err != nil {
 		return "", err
 	}

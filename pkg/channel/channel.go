@@ -18,6 +18,7 @@ package channel
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 
@@ -86,6 +87,13 @@ type ToolProvider interface {
 	Tools() []tools.Tool
 }
 
+// FastTurns is a channel whose users wait for each answer in real time
+// (voice and hardware devices): their turns, scheduled ones included, are
+// latency-first (conversation.Inbound.Fast).
+type FastTurns interface {
+	FastTurns() bool
+}
+
 // Streamer is a channel that can show a reply while it is being written:
 // Stream returns a writer whose every Update replaces the text shown so far
 // and whose Finish ends it.
@@ -102,6 +110,14 @@ type Stream interface {
 // ErrNoChannel is returned (wrapped) for a channel name no enabled channel
 // has.
 var ErrNoChannel = errors.New("channel is not connected on this agent")
+
+// notConnected is ErrNoChannel naming the channel.
+type notConnected string
+
+func (n notConnected) Error() string {
+	return fmt.Sprintf("channel %q is not connected on this agent", string(n))
+}
+func (n notConnected) Is(target error) bool { return target == ErrNoChannel }
 
 // ErrNoPush is returned (wrapped) by a channel that cannot send to a user
 // who has not asked for something (the admin socket, voice devices).

@@ -30,9 +30,10 @@ type Host struct {
 	Scrub func(string) string
 	// Gate is the DM policy every inbound message passes.
 	Gate gate.Gate
-	// Assistant is the conversation pipeline; its Conversation is nil when
-	// the pipeline did not start (a channel then keeps what arrives and
-	// answers once it runs, or tells the user it cannot).
+	// Assistant is the conversation pipeline, never nil; its Conversation
+	// is nil when the pipeline did not start (Err says why: a channel then
+	// keeps what arrives to answer after a restart, or tells the user it
+	// cannot answer).
 	Assistant Assistant
 	// Models are the local models (localmodels.Set): a channel asserts the
 	// capability it uses (Recognizer(), VAD()). nil: none.
@@ -52,6 +53,8 @@ type Assistant interface {
 	Recipients() recipient.Policy
 	// CancelTurn stops the turn running for in's conversation.
 	CancelTurn(in conversation.Inbound)
+	// Err is why the pipeline is unavailable (nil when it runs).
+	Err() error
 }
 
 // ConsoleSessions authenticates the web console (console.Sessions).

@@ -91,13 +91,48 @@ func (s *Set) All() []Channel {
 	return slices.Clone(s.list)
 }
 
-// Send delivers text to user to of the channel called name.
-func (s *Set) Send(ctx context.Context, name, to, text string) error {
+// Send delivers text to user to of the channel called name. A panic in
+// the channel is its error, not the caller's crash.
+func (s *Set) Send(ctx context.Context, name, to, text string) (err error) {
 	c, ok := s.Get(name)
 	if !ok {
-		return fmt.Errorf("%w: %q", ErrNoChannel, name)
+		return notConnected(name)
 	}
+	defer recoverAs(&err, name+": send")
 	return c.Send(ctx, to, text)
+}
+
+// SendMedia delivers a file or link card to user to of the channel called
+// name, when it can send media (MediaSender).
+func (s *Set) SendMedia(ctx context.Context, name, to string, m Media) (err error) {
+	c, ok := s.Get(name)
+	if !ok {
+		return notConnected(name)
+	}
+	ms, ok := c.(MediaSender)
+	if !ok {
+		return fmt.Errorf("the %s channel cannot send files", name)
+	}
+	defer recoverAs(&err, name+": send media")
+	return ms.SendMedia(ctx, to, m)
+}
+
+// FastTurns reports whether the channel called name asks for latency-first
+// turns (FastTurns).
+func (s *Set) FastTurns(name string) bool {
+	c, ok := s.Get(name)
+	if !ok {
+		return false
+	}
+	f, ok := c.(FastTurns)
+	return ok && f.FastTurns()
+}
+
+// recoverAs turns a panic into *err, naming what panicked (deferred).
+func recoverAs(err *error, what string) {
+	if p := recover(); p != nil {
+		*err = fmt.Errorf("%s: panic: %v\n%s", what, p, debug.Stack())
+	}
 }
 
 // Mount registers every channel's routes on mux. Two channels claiming
@@ -140,7 +175,11 @@ func (s *Set) Close(ctx context.Context) error {
 	var errs []error
 	for _, c := range s.All() {
 		if cl, ok := c.(Closer); ok {
-			if err := cl.Close(ctx); err != nil {
+			err := func() (err error) {
+				defer recoverAs(&err, c.Name()+": close")
+				return cl.Close(ctx)
+			}()
+			if err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", c.Name(), err))
 			}
 		}
@@ -154,27 +193,17 @@ func (s *Set) Disconnect(principal string) int {
 	n := 0
 	for _, c := range s.All() {
 		if d, ok := c.(Disconnecter); ok {
-			n += d.Disconnect(principal)
+			func() {
+				defer func() {
+					if p := recover(); p != nil {
+						s.logger.Error("channel panicked disconnecting a user", "channel", c.Name(), "panic", p, "stack", string(debug.Stack()))
+					}
+				}()
+				n += d.Disconnect(principal)
+			}()
 		}
 	}
 	return n
-}
-
-// Tools are the tools every channel offers (ToolProvider).
-func (s *Set) Tools() []ToolSource {
-	var out []ToolSource
-	for _, c := range s.All() {
-		if p, ok := c.(ToolProvider); ok {
-			out = append(out, ToolSource{Channel: c.Name(), Provider: p})
-		}
-	}
-	return out
-}
-
-// ToolSource is a channel that offers tools.
-type ToolSource struct {
-	Channel  string
-	Provider ToolProvider
 }
 
 // supervise runs c until ctx ends, restarting it with backoff when it
@@ -218,11 +247,7 @@ func (s *Set) supervise(ctx context.Context, c Channel) {
 
 // runSafely is c.Run with a panic turned into an error.
 func runSafely(ctx context.Context, c Channel) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("panic: %v\n%s", p, debug.Stack())
-		}
-	}()
+	defer recoverAs(&err, "run")
 	return c.Run(ctx)
 }
 

@@ -159,3 +159,45 @@ func TestMountServesEveryChannelsRoutes(t *testing.T) {
 		}
 	}
 }
+
+// panicky's every method but Name panics: the set turns each into an
+// error (or a log line) of that channel; the caller runs on.
+type panicky struct{}
+
+func (panicky) Name() string                                   { return "panicky" }
+func (panicky) Routes() []Route                                { return nil }
+func (panicky) Run(context.Context) error                      { panic("run") }
+func (panicky) Send(context.Context, string, string) error     { panic("send") }
+func (panicky) SendMedia(context.Context, string, Media) error { panic("media") }
+func (panicky) Close(context.Context) error                    { panic("close") }
+func (panicky) Disconnect(string) int                          { panic("disconnect") }
+
+func TestPanicsInAChannelAreItsErrors(t *testing.T) {
+	other := &testChannel{name: "other", sent: make(chan string, 1)}
+	s, _ := NewSet(nil, nil, panicky{}, other)
+	ctx := context.Background()
+	if err := s.Send(ctx, "panicky", "bob", "hi"); err == nil || !strings.Contains(err.Error(), "panicky: send: panic: send") {
+		t.Errorf("Send: %v", err)
+	}
+	if err := s.SendMedia(ctx, "panicky", "bob", Media{Kind: "link"}); err == nil || !strings.Contains(err.Error(), "panic: media") {
+		t.Errorf("SendMedia: %v", err)
+	}
+	if err := s.SendMedia(ctx, "other", "bob", Media{Kind: "link"}); err == nil || !strings.Contains(err.Error(), "cannot send files") {
+		t.Errorf("SendMedia to a text-only channel: %v", err)
+	}
+	if err := s.Close(ctx); err == nil || !strings.Contains(err.Error(), "panic: close") {
+		t.Errorf("Close: %v", err)
+	}
+	if n := s.Disconnect("panicky:bob"); n != 0 {
+		t.Errorf("Disconnect = %d", n)
+	}
+	if err := s.Send(ctx, "other", "bob", "still here"); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-other.sent; got != "bob: still here" {
+		t.Errorf("other channel sent %q", got)
+	}
+	if err := s.Send(ctx, "sms", "bob", "hi"); !errors.Is(err, ErrNoChannel) || err.Error() != `channel "sms" is not connected on this agent` {
+		t.Errorf("unknown channel: %v", err)
+	}
+}

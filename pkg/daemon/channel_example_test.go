@@ -20,6 +20,7 @@ import (
 	"agent/pkg/conversation"
 	"agent/pkg/health"
 	"agent/pkg/llm/llmtest"
+	"agent/pkg/tools"
 )
 
 // echoChannel is README's "Adding a channel" example, whole: one HTTP
@@ -60,6 +61,10 @@ func (c *echoChannel) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	conv := c.host.Assistant.Conversation()
+	if conv == nil { // the pipeline did not start
+		http.Error(w, "the assistant is unavailable: "+c.host.Assistant.Err().Error(), http.StatusServiceUnavailable)
+		return
+	}
 	var mu sync.Mutex
 	var replies []string
 	done, err := conv.Handle(r.Context(), conversation.Inbound{Channel: "echo", Sender: user, Text: string(text)},
@@ -78,6 +83,17 @@ func (c *echoChannel) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *echoChannel) Run(ctx context.Context) error { return nil } // nothing in the background
+
+// Tools: a channel's own tools are for its own users. One that names no
+// profile (every channel's users) or the operator's is not registered.
+func (c *echoChannel) Tools() []tools.Tool {
+	echo := func(context.Context, tools.Call) (string, error) { return "echo", nil }
+	return []tools.Tool{
+		{Name: "echo_back", Description: "Echo.", Profiles: []string{"echo"}, Handler: echo},
+		{Name: "echo_everyone", Description: "Echo.", Handler: echo},
+		{Name: "echo_operator", Description: "Echo.", Profiles: []string{"echo", "admin"}, Handler: echo},
+	}
+}
 
 func (c *echoChannel) Send(_ context.Context, to, text string) error {
 	c.sent <- to + ": " + text
@@ -187,6 +203,17 @@ base_url = "`+srv.BaseURL()+`"
 	st := admin.NewClient(cfg.Server.AdminSocket)
 	if _, err := st.Status(ctx); err != nil {
 		t.Fatal(err)
+	}
+	list, err := st.Tools(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	registered := map[string]bool{}
+	for _, tool := range list.Tools {
+		registered[tool.Name] = true
+	}
+	if !registered["echo_back"] || registered["echo_everyone"] || registered["echo_operator"] {
+		t.Errorf("the echo channel's tools registered: %v", registered)
 	}
 	if code, _ := post("alice", "still there?"); code != http.StatusOK {
 		t.Fatalf("the echo channel after the other one panicked: %d", code)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"agent/pkg/admin"
@@ -14,6 +15,7 @@ import (
 	"agent/pkg/channel/wecom"
 	"agent/pkg/config"
 	"agent/pkg/pairing"
+	"agent/pkg/recipient"
 )
 
 // DefaultChannels are the ways into the assistant, in the order they are
@@ -46,18 +48,16 @@ func (d *Daemon) startChannels(ctx context.Context, cfg *config.Config) {
 	if d.opts.Scrubber != nil {
 		host.Scrub = d.opts.Scrubber.Scrub // stored errors are redacted like the logs
 	}
-	if d.asst.Err() == nil {
-		host.Assistant = d.asst
-	}
+	host.Assistant = d.asst
 	set, _ := channel.NewSet(d.logger, d.clock)
 	d.channels = set
 	for _, b := range d.opts.Channels {
-		c, err := b.Build(ctx, host)
+		c, err := build(ctx, b, host)
 		if err == nil && c != nil {
 			err = set.Add(c)
 		}
 		if err != nil {
-			d.logger.Error(b.Name+" channel unavailable", "err", err)
+			d.logger.Error(b.Name+" channel unavailable", "component", b.Name, "err", err)
 			d.checker.Register(b.Name, func(context.Context) error { return err })
 			continue
 		}
@@ -66,12 +66,40 @@ func (d *Daemon) startChannels(ctx context.Context, cfg *config.Config) {
 		}
 		d.checker.Register("channel_"+c.Name(), set.Check(c.Name()))
 		if p, ok := c.(channel.ToolProvider); ok && d.asst.Err() == nil {
-			if err := d.asst.Register(p.Tools()...); err != nil {
-				d.logger.Error("tools of the "+c.Name()+" channel not registered", "err", err)
-			}
+			d.registerChannelTools(c.Name(), p)
 		}
 	}
 	set.Start(ctx)
+}
+
+// build runs b.Build; a panic in it disables the channel, not the daemon.
+func build(ctx context.Context, b channel.Builder, h channel.Host) (c channel.Channel, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			c, err = nil, fmt.Errorf("panic while building the channel: %v", p)
+		}
+	}()
+	return b.Build(ctx, h)
+}
+
+// registerChannelTools adds a channel's own tools, each limited to that
+// channel's users: a tool must name its profiles, and none may be the
+// operator's (admin) unless the channel is the admin channel.
+func (d *Daemon) registerChannelTools(name string, p channel.ToolProvider) {
+	for _, t := range p.Tools() {
+		var err error
+		switch {
+		case len(t.Profiles) == 0:
+			err = fmt.Errorf("%s offers it to every channel's users (no profiles)", name)
+		case name != recipient.AdminChannel && slices.Contains(t.Profiles, recipient.AdminChannel):
+			err = errors.New("only the admin channel may offer tools to the admin profile")
+		default:
+			err = d.asst.Register(t)
+		}
+		if err != nil {
+			d.logger.Error("a tool of the "+name+" channel is not registered", "component", name, "tool", t.Name, "err", err)
+		}
+	}
 }
 
 // sendOut delivers text to a user of a channel (the assistant's outbound
@@ -145,7 +173,7 @@ func (d *Daemon) PairingRevoke(ctx context.Context, user string) (admin.Pairing,
 	}
 	d.logger.Info("pairing revoked by the operator", "user", e.User)
 	if n := d.channels.Disconnect(e.User); n > 0 {
-		d.logger.Info("voice connections of a revoked device closed", "user", e.User, "connections", n)
+		d.logger.Info("connections of a revoked user closed", "user", e.User, "connections", n)
 	}
 	return adminPairing(e), nil
 }

@@ -514,6 +514,7 @@ func (d *Daemon) startAssistant(cfg *config.Config) {
 		Health:     d.checker,
 		ErrLog:     d.probes.errlog,
 		Send:       d.sendOut,
+		Fast:       func(name string) bool { return d.channels != nil && d.channels.FastTurns(name) },
 		Components: d.componentStates,
 		Started:    d.started,
 		SysRoot:    d.opts.SysRoot,

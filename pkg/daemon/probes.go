@@ -103,7 +103,7 @@ func (d *Daemon) checkRunner(context.Context) error {
 	if d.asst == nil || d.asst.Runner() == nil {
 		return nil
 	}
-	return runnerWedged(d.asst.Runner(), time.Now(), wedgedAfter)
+	return runnerWedged(d.asst.Runner(), d.now(), wedgedAfter)
 }
 
 // oldestRunner is the part of *runner.Runner the probe reads.

@@ -21,6 +21,7 @@ var (
 	_ channel.Channel      = (*Server)(nil)
 	_ channel.Disconnecter = (*Server)(nil)
 	_ channel.Closer       = (*Server)(nil)
+	_ channel.FastTurns    = (*Server)(nil)
 )
 
 // Name is "voice".
@@ -30,6 +31,10 @@ func (s *Server) Name() string { return Channel }
 func (s *Server) Routes() []channel.Route {
 	return []channel.Route{{Pattern: "GET /voice", Handler: s}}
 }
+
+// FastTurns: a device's user waits for every answer; their turns (and
+// their scheduled tasks) are latency-first.
+func (s *Server) FastTurns() bool { return true }
 
 // Run has no background work: connections live in their handlers.
 func (s *Server) Run(context.Context) error { return nil }
@@ -96,7 +101,7 @@ func Build(_ context.Context, h channel.Host) (channel.Channel, error) {
 	if src, ok := h.Models.(vadSource); ok && cfg.Voice.VAD != config.VADEnergy {
 		vc.VAD.Silero = src.VAD
 	}
-	if a := h.Assistant; a != nil && a.Conversation() != nil {
+	if a := h.Assistant; a.Conversation() != nil {
 		vc.Conversation = a.Conversation()
 		vc.Cancel = a.CancelTurn
 	}

@@ -68,7 +68,7 @@ func Build(_ context.Context, h channel.Host) (channel.Channel, error) {
 	c.outbox = NewOutbox(h.DB, OutboxConfig{API: client, Logger: logger, Scrub: h.Scrub})
 	c.handler = &Handler{Crypto: crypto, Inbox: c.inbox, Logger: logger}
 	var conv *Processor
-	if h.Assistant != nil && h.Assistant.Conversation() != nil {
+	if h.Assistant.Conversation() != nil {
 		conv = NewProcessor(ProcessorConfig{
 			Inbox: c.inbox, Outbox: c.outbox, Conversation: h.Assistant.Conversation(),
 			Pairing: h.Gate.Pairings, Policy: h.Gate.Policy,
@@ -80,7 +80,7 @@ func Build(_ context.Context, h channel.Host) (channel.Channel, error) {
 	} else {
 		// Callbacks are still acknowledged and kept; they are answered
 		// once the pipeline starts (after the cause is fixed).
-		logger.Error("wecom messages are stored but not answered: the conversation pipeline is unavailable")
+		logger.Error("wecom messages are stored but not answered: the conversation pipeline is unavailable", "err", h.Assistant.Err())
 	}
 	c.proc = conv
 	logger.Info("wecom channel started", "agent_id", cfg.WeCom.AgentID, "debounce", cfg.WeCom.Debounce.Duration,
@@ -139,21 +139,10 @@ func (c *App) Send(ctx context.Context, to, text string) error {
 }
 
 // SendMedia uploads a file (image, file, video) and queues it, or queues a
-// link card, in order with the user's text replies.
+// link card, in order with the user's text replies (the send_* tools'
+// path).
 func (c *App) SendMedia(ctx context.Context, to string, m channel.Media) error {
-	to = strings.TrimPrefix(to, Channel+":")
-	out := OutMedia{Kind: m.Kind, Title: m.Title, Description: m.Description, URL: m.URL, PicURL: m.PicURL}
-	if m.Kind != kindLink {
-		if m.Body == nil {
-			return fmt.Errorf("wecom: %s %q without content", m.Kind, m.Name)
-		}
-		id, err := c.client.UploadMedia(ctx, m.Kind, m.Name, m.Body, m.Size)
-		if err != nil {
-			return fmt.Errorf("upload to WeCom failed: %w", err)
-		}
-		out.MediaID = id
-	}
-	return c.deliver(ctx, to, out)
+	return c.toolDeps().sendMedia(ctx, strings.TrimPrefix(to, Channel+":"), m)
 }
 
 // deliver joins a running turn's replies (Processor.Deliver) or goes to
@@ -168,18 +157,26 @@ func (c *App) deliver(ctx context.Context, to string, m OutMedia) error {
 // Tools are send_image, send_file, send_video and send_link on the
 // callers' folders.
 func (c *App) Tools() []tools.Tool {
-	a := c.host.Assistant
-	if a == nil || a.Spaces() == nil {
+	if c.host.Assistant.Spaces() == nil {
 		return nil
 	}
-	return MediaTools(ToolDeps{
-		Open:       a.Spaces().Open,
-		Recipients: a.Recipients(),
+	return MediaTools(c.toolDeps())
+}
+
+// toolDeps are the media tools' (and SendMedia's) way out: WeCom's upload
+// and the channel's delivery.
+func (c *App) toolDeps() ToolDeps {
+	d := ToolDeps{
+		Recipients: c.host.Assistant.Recipients(),
 		Upload: func(ctx context.Context, kind, name string, r io.Reader, size int64) (string, error) {
 			return c.client.UploadMedia(ctx, kind, name, r, size)
 		},
 		Deliver: c.deliver,
-	})
+	}
+	if sp := c.host.Assistant.Spaces(); sp != nil {
+		d.Open = sp.Open
+	}
+	return d
 }
 
 // Outbox is the channel's outbox (tests, stats).

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"agent/pkg/channel"
 	"agent/pkg/recipient"
 	"agent/pkg/tools"
 	wx "agent/pkg/wecom"
@@ -160,14 +161,33 @@ func (d ToolDeps) sendFile(ctx context.Context, call tools.Call, kind, p, to, ti
 	if err := wx.CheckMedia(kind, name, fi.Size()); err != nil {
 		return "", fmt.Errorf("%s not sent, nothing uploaded: %s", p, mediaProblem(kind, name, fi.Size(), err))
 	}
-	id, err := d.Upload(ctx, kind, name, f, fi.Size())
-	if err != nil {
-		return "", fmt.Errorf("%s not sent: upload to WeCom failed: %w", p, err)
-	}
-	if err := d.Deliver(ctx, to, OutMedia{Kind: kind, MediaID: id, Title: title, Description: description}); err != nil {
-		return "", fmt.Errorf("%s uploaded but not queued: %w", p, err)
+	if err := d.sendMedia(ctx, to, channel.Media{Kind: kind, Name: name, Body: f, Size: fi.Size(), Title: title, Description: description}); err != nil {
+		return "", fmt.Errorf("%s %w", p, err)
 	}
 	return fmt.Sprintf("%s %s (%s) queued for %s", kind, p, sizeText(int(fi.Size())), to), nil
+}
+
+// sendMedia uploads a file (image, file, video) and queues it, or queues
+// a link card, in order with the user's text replies: the channel's
+// SendMedia and the send_* tools. A file's errors say whether it was
+// uploaded ("not sent: ...", "uploaded but not queued: ...").
+func (d ToolDeps) sendMedia(ctx context.Context, to string, m channel.Media) error {
+	out := OutMedia{Kind: m.Kind, Title: m.Title, Description: m.Description, URL: m.URL, PicURL: m.PicURL}
+	if m.Kind == kindLink {
+		return d.Deliver(ctx, to, out)
+	}
+	if m.Body == nil {
+		return fmt.Errorf("not sent: %s %q without content", m.Kind, m.Name)
+	}
+	id, err := d.Upload(ctx, m.Kind, m.Name, m.Body, m.Size)
+	if err != nil {
+		return fmt.Errorf("not sent: upload to WeCom failed: %w", err)
+	}
+	out.MediaID = id
+	if err := d.Deliver(ctx, to, out); err != nil {
+		return fmt.Errorf("uploaded but not queued: %w", err)
+	}
+	return nil
 }
 
 // mediaProblem explains a CheckMedia failure for the model.
@@ -215,8 +235,8 @@ func (d ToolDeps) sendLink(ctx context.Context, call tools.Call, a sendLinkArgs)
 	if err := checkURL("pic_url", a.PicURL, false); err != nil {
 		return "", err
 	}
-	m := OutMedia{Kind: kindLink, Title: a.Title, Description: a.Description, URL: strings.TrimSpace(a.URL), PicURL: strings.TrimSpace(a.PicURL)}
-	if err := d.Deliver(ctx, to, m); err != nil {
+	m := channel.Media{Kind: kindLink, Title: a.Title, Description: a.Description, URL: strings.TrimSpace(a.URL), PicURL: strings.TrimSpace(a.PicURL)}
+	if err := d.sendMedia(ctx, to, m); err != nil {
 		return "", fmt.Errorf("link not queued: %w", err)
 	}
 	return fmt.Sprintf("link %q queued for %s", a.Title, to), nil
