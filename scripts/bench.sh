@@ -54,9 +54,12 @@ if git cat-file -e "$host_base^{commit}" 2>/dev/null; then
   cp bin/lib/* "$tmp/before/lib/" 2>/dev/null || true
   (cd "$wt" && "$go" build -trimpath -tags "$tags" -o "$tmp/before/agent" ./cmd/agent)
   : > "$tmp/host.txt"
+  "$go" build -o "$tmp/measure" ./scripts/measure
   for round in 1 2; do
-    "$go" run ./scripts/measure -bin "$tmp/before/agent" -only "no models" -runs 10 -noheader -label "before ($host_base), round $round" >> "$tmp/host.txt"
-    "$go" run ./scripts/measure -bin bin/agent -only "no models" -runs 10 -noheader -label "after ($(git rev-parse --short HEAD)), round $round" >> "$tmp/host.txt"
+    "$tmp/measure" -bin "$tmp/before/agent" -only "no models" -runs 10 -noheader -label "before ($host_base), first start, round $round" >> "$tmp/host.txt"
+    "$tmp/measure" -bin bin/agent -only "no models" -runs 10 -noheader -label "after ($(git rev-parse --short HEAD)), first start, round $round" >> "$tmp/host.txt"
+    "$tmp/measure" -bin "$tmp/before/agent" -only "no models" -runs 10 -noheader -restart -label "before ($host_base), restart, round $round" >> "$tmp/host.txt"
+    "$tmp/measure" -bin bin/agent -only "no models" -runs 10 -noheader -restart -label "after ($(git rev-parse --short HEAD)), restart, round $round" >> "$tmp/host.txt"
   done
   host_lines="pkg/daemon without tests: $(daemon_lines "$host_base") lines before, $(daemon_lines HEAD) lines after."
 fi
@@ -108,6 +111,9 @@ cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)
   echo
   if [ -s "$tmp/host.txt" ]; then
     echo "## Thin host (issue 14): the daemon before and after, same run (no models; target: no regression)"
+    echo
+    echo "First start: a fresh state directory (the database is created: every schema step runs, the new 'mailbox'"
+    echo "step included). Restart: the same state directory again, as after a reboot or an upgrade has run once."
     echo
     echo "| binary | start to READY (median of 10) | all models loaded | RSS after settling |"
     echo "|---|---|---|---|"

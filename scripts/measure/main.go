@@ -28,8 +28,9 @@ func main() {
 	only := flag.String("only", "", "measure only the set-up of this name (\"no models\"); empty: all")
 	label := flag.String("label", "", "first column instead of the set-up's name")
 	noHeader := flag.Bool("noheader", false, "rows only, no table header")
+	restart := flag.Bool("restart", false, "measure restarts on one state directory (its first start, which creates the database, is not counted) instead of first starts on fresh ones")
 	flag.Parse()
-	if err := run(*bin, *models, *runs, *only, *label, *noHeader); err != nil {
+	if err := run(*bin, *models, *runs, *only, *label, *noHeader, *restart); err != nil {
 		fmt.Fprintln(os.Stderr, "measure:", err)
 		os.Exit(1)
 	}
@@ -39,7 +40,7 @@ type setup struct {
 	name, embedDir, asrModel string
 }
 
-func run(bin, models string, runs int, only, label string, noHeader bool) error {
+func run(bin, models string, runs int, only, label string, noHeader, restart bool) error {
 	bin, _ = filepath.Abs(bin)
 	models, _ = filepath.Abs(models)
 	setups := []setup{
@@ -61,8 +62,20 @@ func run(bin, models string, runs int, only, label string, noHeader bool) error 
 		}
 		var ready, loaded []time.Duration
 		var rss []int64
+		dir := "" // a fresh state directory per start
+		if restart {
+			d, err := os.MkdirTemp("", "agent-measure-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(d)
+			if _, _, _, err := once(bin, s, d); err != nil { // creates the database
+				return fmt.Errorf("%s: %w", s.name, err)
+			}
+			dir = d
+		}
 		for i := 0; i < runs; i++ {
-			r, l, m, err := once(bin, s)
+			r, l, m, err := once(bin, s, dir)
 			if err != nil {
 				return fmt.Errorf("%s: %w", s.name, err)
 			}
@@ -73,12 +86,14 @@ func run(bin, models string, runs int, only, label string, noHeader bool) error 
 	return nil
 }
 
-func once(bin string, s setup) (ready, loaded time.Duration, rss int64, err error) {
-	dir, err := os.MkdirTemp("", "agent-measure-")
-	if err != nil {
-		return
+// once starts bin in dir ("": a new temporary directory) and measures it.
+func once(bin string, s setup, dir string) (ready, loaded time.Duration, rss int64, err error) {
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "agent-measure-"); err != nil {
+			return
+		}
+		defer os.RemoveAll(dir)
 	}
-	defer os.RemoveAll(dir)
 	cfg := fmt.Sprintf(`[agent]
 state_dir = "var"
 [server]
@@ -95,6 +110,7 @@ threads = 2
 		return
 	}
 	sock := filepath.Join(dir, "notify.sock")
+	os.Remove(sock) // a restart's
 	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
 	if err != nil {
 		return
