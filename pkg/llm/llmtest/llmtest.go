@@ -76,6 +76,7 @@ type Server struct {
 	reqs        []*Request
 	modelReqs   []*Request
 	bytes       int64
+	cut         int           // requests whose body the client did not finish sending
 	arrived     chan struct{} // closed and replaced on every chat request
 	models      []string
 	modelsReply *Reply
@@ -231,6 +232,14 @@ func (s *Server) BytesReceived() int64 {
 	return s.bytes
 }
 
+// CutRequests is how many requests ended before their body did (the
+// client went away mid-send); they are not in the log.
+func (s *Server) CutRequests() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cut
+}
+
 // Wait blocks until n chat-completions requests have arrived and returns
 // them. After WaitTimeout it fails the test.
 func (s *Server) Wait(n int) []*Request {
@@ -257,7 +266,16 @@ func (s *Server) Wait(n int) []*Request {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		// The client went away mid-request (a daemon killed with -9 in
+		// the middle of a send): there is no request to answer or log,
+		// as for a real server.
+		s.mu.Lock()
+		s.cut++
+		s.mu.Unlock()
+		return
+	}
 	req := &Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body, ctx: r.Context()}
 	s.mu.Lock()
 	key := s.key

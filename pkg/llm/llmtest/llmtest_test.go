@@ -387,3 +387,26 @@ func TestUnstartedAndContext(t *testing.T) {
 		t.Fatalf("%+v %v", resp, err)
 	}
 }
+
+// A client that goes away mid-body (a daemon killed with -9 while it
+// sends) is not a malformed request: nothing is logged, the test is not
+// failed, and CutRequests counts it.
+func TestClientGoneMidBody(t *testing.T) {
+	srv := llmtest.New(t)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.URL(), "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n{\"model\":\"m\",\"mess")
+	conn.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for srv.CutRequests() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the cut request was not seen")
+		}
+		time.Sleep(time.Millisecond) // polling the server's handler, bounded
+	}
+	if srv.Count() != 0 {
+		t.Errorf("a cut request was logged: %d", srv.Count())
+	}
+}
