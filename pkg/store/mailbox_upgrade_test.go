@@ -112,7 +112,16 @@ func TestWeComQueueResumesAfterUpgrade(t *testing.T) {
 		t.Errorf("backed-off row %+v: want attempts 2 and its stamp", m)
 	}
 	mu.Unlock()
-	if p, s, f, err := o.Stats(ctx); err != nil || p != 0 || s != 5 || f != 0 {
-		t.Fatalf("stats %d %d %d %v", p, s, f, err)
+	// The last send is recorded just after its Send returns: poll.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		p, s, f, err := o.Stats(ctx)
+		if err == nil && p == 0 && s == 5 && f == 0 {
+			break
+		}
+		if err != nil || f != 0 || time.Now().After(deadline) {
+			t.Fatalf("stats %d %d %d %v", p, s, f, err)
+		}
+		time.Sleep(2 * time.Millisecond) // poll
 	}
 }
