@@ -97,25 +97,25 @@ func (w *Workspace) Tools() []Tool {
 		{
 			Name:        "read_file",
 			Description: fmt.Sprintf("Read a text file in the workspace. Returns at most %d lines or %d KiB per call; use offset and limit to read further.", w.limits.ReadLines, w.limits.ReadBytes>>10),
-			Schema:      SchemaFor[readArgs](),
+			Schema:      SchemaFor[ReadFileArgs](),
 			Handler:     w.readFile,
 		},
 		{
 			Name:        "write_file",
 			Description: fmt.Sprintf("Create or overwrite a text file in the workspace with content (at most %d KiB). Parent directories are created.", w.limits.WriteBytes>>10),
-			Schema:      SchemaFor[writeArgs](),
+			Schema:      SchemaFor[WriteFileArgs](),
 			Handler:     w.writeFile,
 		},
 		{
 			Name:        "edit_file",
 			Description: "Replace one exact occurrence of old_text with new_text in a workspace file. old_text must match exactly once, including whitespace; add surrounding lines to make it unique.",
-			Schema:      SchemaFor[editArgs](),
+			Schema:      SchemaFor[EditFileArgs](),
 			Handler:     w.editFile,
 		},
 		{
 			Name:        "list_files",
 			Description: fmt.Sprintf("List files in a workspace directory (default: the workspace itself). Directories end with /. At most %d entries.", w.limits.ListItems),
-			Schema:      SchemaFor[listArgs](),
+			Schema:      SchemaFor[ListFilesArgs](),
 			Handler:     w.listFiles,
 		},
 	}
@@ -138,24 +138,26 @@ func (w *Workspace) Handle(ctx context.Context, name string, call Call) (string,
 	return "", fmt.Errorf("%w %q", ErrUnknownTool, name)
 }
 
-type readArgs struct {
+// The file tools' arguments (pkg/workspace offers the same tools with its
+// own path descriptions: SchemaWith).
+type ReadFileArgs struct {
 	Path   string `json:"path" desc:"file path relative to the workspace"`
 	Offset int    `json:"offset,omitempty" desc:"first line to read, counting from 1 (default 1)"`
 	Limit  int    `json:"limit,omitempty" desc:"number of lines to read (default and maximum: the tool's line limit)"`
 }
 
-type writeArgs struct {
+type WriteFileArgs struct {
 	Path    string `json:"path" desc:"file path relative to the workspace"`
 	Content string `json:"content" desc:"the complete new content of the file"`
 }
 
-type editArgs struct {
+type EditFileArgs struct {
 	Path    string `json:"path" desc:"file path relative to the workspace"`
 	OldText string `json:"old_text" desc:"exact text to replace; must occur exactly once in the file"`
 	NewText string `json:"new_text" desc:"replacement text"`
 }
 
-type listArgs struct {
+type ListFilesArgs struct {
 	Path      string `json:"path,omitempty" desc:"directory relative to the workspace (default: the workspace root)"`
 	Recursive bool   `json:"recursive,omitempty" desc:"list subdirectories too"`
 }
@@ -319,7 +321,7 @@ func looksBinary(b []byte, truncated bool) bool {
 }
 
 func (w *Workspace) readFile(ctx context.Context, call Call) (string, error) {
-	a, err := Decode[readArgs](call.Args)
+	a, err := Decode[ReadFileArgs](call.Args)
 	if err != nil {
 		return "", err
 	}
@@ -473,7 +475,7 @@ func (w *Workspace) writeAtomic(op, p string, data []byte, perm os.FileMode) err
 }
 
 func (w *Workspace) writeFile(ctx context.Context, call Call) (string, error) {
-	a, err := Decode[writeArgs](call.Args)
+	a, err := Decode[WriteFileArgs](call.Args)
 	if err != nil {
 		return "", err
 	}
@@ -495,7 +497,7 @@ func (w *Workspace) writeFile(ctx context.Context, call Call) (string, error) {
 }
 
 func (w *Workspace) editFile(ctx context.Context, call Call) (string, error) {
-	a, err := Decode[editArgs](call.Args)
+	a, err := Decode[EditFileArgs](call.Args)
 	if err != nil {
 		return "", err
 	}
@@ -548,7 +550,7 @@ func (w *Workspace) editFile(ctx context.Context, call Call) (string, error) {
 func collapseSpace(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 func (w *Workspace) listFiles(ctx context.Context, call Call) (string, error) {
-	a, err := Decode[listArgs](call.Args)
+	a, err := Decode[ListFilesArgs](call.Args)
 	if err != nil {
 		return "", err
 	}

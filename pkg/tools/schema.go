@@ -26,6 +26,29 @@ func SchemaFor[T any]() json.RawMessage {
 	return schemaOf(reflect.TypeFor[T]())
 }
 
+// SchemaWith is SchemaFor[T] with the descriptions of some top-level
+// properties replaced: one argument type serving tools whose fields mean
+// something else (a path relative to a user's folder, not the workspace).
+func SchemaWith[T any](descs map[string]string) json.RawMessage {
+	var s map[string]any
+	if err := json.Unmarshal(SchemaFor[T](), &s); err != nil {
+		panic("tools: schema: " + err.Error())
+	}
+	props, _ := s["properties"].(map[string]any)
+	for name, desc := range descs {
+		p, ok := props[name].(map[string]any)
+		if !ok {
+			panic(fmt.Sprintf("tools: schema of %v has no property %q", reflect.TypeFor[T](), name)) // programming error
+		}
+		p["description"] = desc
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		panic("tools: schema: " + err.Error())
+	}
+	return b
+}
+
 // Schema is SchemaFor for the type of v (a struct or a pointer to one).
 func Schema(v any) json.RawMessage {
 	return schemaOf(reflect.TypeOf(v))

@@ -69,9 +69,9 @@ func TestSchemaGolden(t *testing.T) {
 		{"nested", SchemaFor[nestedArgs]()},
 		{"recursive", Schema(&recursive{})},
 		{"empty", SchemaFor[struct{}]()},
-		{"read_file", SchemaFor[readArgs]()},
-		{"edit_file", SchemaFor[editArgs]()},
-		{"list_files", SchemaFor[listArgs]()},
+		{"read_file", SchemaFor[ReadFileArgs]()},
+		{"edit_file", SchemaFor[EditFileArgs]()},
+		{"list_files", SchemaFor[ListFilesArgs]()},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -191,4 +191,26 @@ func FuzzDecode(f *testing.F) {
 		_, _ = Decode[nestedArgs](json.RawMessage(s))
 		_, _ = Decode[basicArgs](json.RawMessage(s))
 	})
+}
+
+func TestSchemaWithReplacesDescriptions(t *testing.T) {
+	var got struct {
+		Properties map[string]struct {
+			Description string `json:"description"`
+		} `json:"properties"`
+		Required []string `json:"required"`
+	}
+	if err := json.Unmarshal(SchemaWith[EditFileArgs](map[string]string{"path": "relative to your folder"}), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Properties["path"].Description != "relative to your folder" || got.Properties["old_text"].Description == "" ||
+		len(got.Required) != 3 {
+		t.Errorf("schema %+v", got)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("a description for a property the type lacks was accepted")
+		}
+	}()
+	SchemaWith[EditFileArgs](map[string]string{"paht": "typo"})
 }

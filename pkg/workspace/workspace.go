@@ -417,57 +417,37 @@ func (s *Spaces) Tools() []tools.Tool {
 	if s.cfg.Limits.WriteBytes > 0 {
 		lim.WriteBytes = s.cfg.Limits.WriteBytes
 	}
+	// The arguments are pkg/tools' own, with paths described per user.
+	readDesc := map[string]string{"path": "file path relative to your folder, or shared/..., skills/..., SOUL.md"}
+	writeDesc := map[string]string{"path": "file path relative to your folder, or shared/..., skills/... (owners only)"}
+	listDesc := map[string]string{"path": "directory relative to your folder (default: your folder), or shared, skills"}
 	layout := " Paths are relative to your own folder; shared/ holds the office's shared files, skills/ the skills, and SOUL.md, AGENT.md, USER.md the assistant's instructions (only the assistant's owners change those)."
 	return []tools.Tool{
 		{
 			Name:        "read_file",
 			Description: fmt.Sprintf("Read a text file. Returns at most %d KiB per call; use offset and limit to read further.", lim.ReadBytes>>10) + layout,
-			Schema:      tools.SchemaFor[pathArgs](),
+			Schema:      tools.SchemaWith[tools.ReadFileArgs](readDesc),
 			Handler:     s.handler("read_file", false),
 		},
 		{
 			Name:        "write_file",
 			Description: fmt.Sprintf("Create or overwrite a text file with content (at most %d KiB). Parent directories are created.", lim.WriteBytes>>10) + layout,
-			Schema:      tools.SchemaFor[writeArgs](),
+			Schema:      tools.SchemaWith[tools.WriteFileArgs](writeDesc),
 			Handler:     s.handler("write_file", true),
 		},
 		{
 			Name:        "edit_file",
 			Description: "Replace one exact occurrence of old_text with new_text in a file. old_text must match exactly once, including whitespace; add surrounding lines to make it unique." + layout,
-			Schema:      tools.SchemaFor[editArgs](),
+			Schema:      tools.SchemaWith[tools.EditFileArgs](writeDesc),
 			Handler:     s.handler("edit_file", true),
 		},
 		{
 			Name:        "list_files",
 			Description: "List files in a directory (default: your folder). Directories end with /." + layout,
-			Schema:      tools.SchemaFor[listArgs](),
+			Schema:      tools.SchemaWith[tools.ListFilesArgs](listDesc),
 			Handler:     s.list,
 		},
 	}
-}
-
-// The argument types mirror pkg/tools' file tools (their schemas are the
-// same; only the descriptions of path differ).
-type pathArgs struct {
-	Path   string `json:"path" desc:"file path relative to your folder, or shared/..., skills/..., SOUL.md"`
-	Offset int    `json:"offset,omitempty" desc:"first line to read, counting from 1 (default 1)"`
-	Limit  int    `json:"limit,omitempty" desc:"number of lines to read (default and maximum: the tool's line limit)"`
-}
-
-type writeArgs struct {
-	Path    string `json:"path" desc:"file path relative to your folder, or shared/..., skills/... (owners only)"`
-	Content string `json:"content" desc:"the complete new content of the file"`
-}
-
-type editArgs struct {
-	Path    string `json:"path" desc:"file path relative to your folder, or shared/..., skills/... (owners only)"`
-	OldText string `json:"old_text" desc:"exact text to replace; must occur exactly once in the file"`
-	NewText string `json:"new_text" desc:"replacement text"`
-}
-
-type listArgs struct {
-	Path      string `json:"path,omitempty" desc:"directory relative to your folder (default: your folder), or shared, skills"`
-	Recursive bool   `json:"recursive,omitempty" desc:"list subdirectories too"`
 }
 
 // handler routes a read or write tool to the area its path names.
@@ -573,7 +553,7 @@ func setPath(args map[string]json.RawMessage, rel string) (json.RawMessage, erro
 // list is list_files: the caller's folder (with a note on the common
 // areas at its top), or a common area.
 func (s *Spaces) list(ctx context.Context, call tools.Call) (string, error) {
-	a0, err := tools.Decode[listArgs](call.Args)
+	a0, err := tools.Decode[tools.ListFilesArgs](call.Args)
 	if err != nil {
 		return "", err
 	}
@@ -589,7 +569,7 @@ func (s *Spaces) list(ctx context.Context, call tools.Call) (string, error) {
 		return "", err
 	}
 	defer w.Close()
-	args, _ := json.Marshal(listArgs{Path: rel, Recursive: a0.Recursive})
+	args, _ := json.Marshal(tools.ListFilesArgs{Path: rel, Recursive: a0.Recursive})
 	c := call
 	c.Args = args
 	out, err := w.Handle(ctx, "list_files", c)
