@@ -470,22 +470,5 @@ func validHostName(h string) bool {
 		h = host
 	}
 	h = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
-	if h == "" || len(h) > 253 {
-		return false
-	}
-	if net.ParseIP(h) != nil {
-		return true
-	}
-	for _, label := range strings.Split(strings.TrimSuffix(h, "."), ".") {
-		if label == "" || len(label) > 63 {
-			return false
-		}
-		for i := 0; i < len(label); i++ {
-			c := label[i]
-			if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
-				return false
-			}
-		}
-	}
-	return true
+	return h != "" && validHost(h)
 }
