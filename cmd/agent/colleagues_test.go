@@ -83,13 +83,7 @@ func TestColleagueAttacksThroughTheDaemon(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(ws, "SOUL.md"), []byte("You are kind."), 0o640); err != nil {
 		t.Fatal(err)
 	}
-	ns := newNotifySock(t)
-	start(t, dir, "NOTIFY_SOCKET="+ns.path)
-	base := readyAddr(t, ns)
-	crypto, err := wx.NewCrypto(e2eToken, e2eAESKey, e2eCorpID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, base, crypto := startWeCom(t, dir)
 	say := func(from, id, text string) {
 		t.Helper()
 		m := &wx.Message{ToUserName: e2eCorpID, FromUserName: from, CreateTime: time.Now().Unix(), MsgType: wx.MsgText,

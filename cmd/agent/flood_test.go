@@ -53,25 +53,8 @@ func TestSlowBodyFloodThroughTheDaemon(t *testing.T) {
 	api := wecomtest.NewServer(e2eCorpID, "secret", e2eAgent)
 	defer api.Close()
 	dir := t.TempDir()
-	cfg := fmt.Sprintf(`[agent]
-state_dir = "var"
-workspace = "workspace"
-[server]
-listen = "127.0.0.1:0"
-admin_socket = "var/agent.sock"
-max_conns = 64
-max_conns_per_client = 16
-[embedding]
-model_dir = "no-such-model"
-[asr]
-model = "no-such-model.bin"
-%s`, wecomConfig(echoLLM(t).URL(), api.URL, "open"))
-	if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ns := newNotifySock(t)
-	in := start(t, dir, "NOTIFY_SOCKET="+ns.path)
-	base := readyAddr(t, ns)
+	writeServerConfig(t, dir, "max_conns = 64\nmax_conns_per_client = 16\n", wecomConfig(echoLLM(t).URL(), api.URL, "open"))
+	in, base, crypto := startWeCom(t, dir)
 	addr := strings.TrimPrefix(base, "http://")
 	fdsBefore := countFDs(t, in.cmd.Process.Pid)
 
@@ -106,10 +89,6 @@ model = "no-such-model.bin"
 	defer func() { close(stop); wg.Wait() }()
 
 	client := &http.Client{Timeout: 30 * time.Second} // a hang guard
-	crypto, err := wx.NewCrypto(e2eToken, e2eAESKey, e2eCorpID)
-	if err != nil {
-		t.Fatal(err)
-	}
 	for round, src := range []string{"127.0.0.1", "127.0.0.9"} {
 		local := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
 			DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}).DialContext, DisableKeepAlives: true}}

@@ -181,7 +181,16 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// writeConfig writes dir/config.toml: state and workspace under dir, a
+// loopback listener on a free port, no local models, then extra.
 func writeConfig(t *testing.T, dir, extra string) string {
+	t.Helper()
+	return writeServerConfig(t, dir, "", extra)
+}
+
+// writeServerConfig is writeConfig with more [server] keys (lines ending in
+// a newline).
+func writeServerConfig(t *testing.T, dir, server, extra string) string {
 	t.Helper()
 	path := filepath.Join(dir, "config.toml")
 	body := fmt.Sprintf(`[agent]
@@ -190,11 +199,11 @@ workspace = "workspace"
 [server]
 listen = "127.0.0.1:0"
 admin_socket = "var/agent.sock"
-[embedding]
+%s[embedding]
 model_dir = "no-such-model"
 [asr]
 model = "no-such-model.bin"
-%s`, extra)
+%s`, server, extra)
 	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -40,13 +40,7 @@ func TestWeComImageThroughTheDaemon(t *testing.T) {
 	dir := t.TempDir()
 	cfg := strings.Replace(wecomConfig(llm.URL(), api.URL, "open"), "[llm]\n", "[llm]\nvision = true\n", 1)
 	writeConfig(t, dir, cfg)
-	ns := newNotifySock(t)
-	start(t, dir, "NOTIFY_SOCKET="+ns.path)
-	base := readyAddr(t, ns)
-	crypto, err := wx.NewCrypto(e2eToken, e2eAESKey, e2eCorpID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, base, crypto := startWeCom(t, dir)
 	m := &wx.Message{ToUserName: e2eCorpID, FromUserName: "zed", CreateTime: time.Now().Unix(), MsgType: wx.MsgImage,
 		PicURL: "http://pic.invalid/x", MediaID: "PIC", MsgID: "3001", AgentID: e2eAgent}
 	if ok, err := postCallback(http.DefaultClient, crypto, base, m, "1"); !ok || err != nil {

@@ -61,6 +61,21 @@ func readyAddr(t *testing.T, ns *notifySock) string {
 	return "http://" + strings.TrimSpace(ready[strings.Index(ready, "serving on ")+len("serving on "):])
 }
 
+// startWeCom starts the daemon configured in dir (with wecomConfig) and
+// returns it, its base URL once it is ready, and the callback crypto of
+// wecomConfig's token and key.
+func startWeCom(t *testing.T, dir string) (*instance, string, *wx.Crypto) {
+	t.Helper()
+	ns := newNotifySock(t)
+	in := start(t, dir, "NOTIFY_SOCKET="+ns.path)
+	base := readyAddr(t, ns)
+	crypto, err := wx.NewCrypto(e2eToken, e2eAESKey, e2eCorpID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in, base, crypto
+}
+
 func postCallback(client *http.Client, c *wx.Crypto, base string, m *wx.Message, nonce string) (bool, error) {
 	req, err := wecomtest.CallbackRequest(c, base+"/wecom/callback", m, strconv.FormatInt(time.Now().Unix(), 10), nonce)
 	if err != nil {
@@ -82,13 +97,7 @@ func TestWeComThroughTheDaemon(t *testing.T) {
 	defer api.Close()
 	dir := t.TempDir()
 	writeConfig(t, dir, wecomConfig(echoLLM(t).URL(), api.URL, "pairing"))
-	ns := newNotifySock(t)
-	in := start(t, dir, "NOTIFY_SOCKET="+ns.path)
-	base := readyAddr(t, ns)
-	crypto, err := wx.NewCrypto(e2eToken, e2eAESKey, e2eCorpID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	in, base, crypto := startWeCom(t, dir)
 	req, _ := wecomtest.VerifyRequest(crypto, base+"/wecom/callback", "echo-123", strconv.FormatInt(time.Now().Unix(), 10), "n", true)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -156,10 +165,7 @@ func TestWeComCrashMidFlood(t *testing.T) {
 	defer api.Close()
 	dir := t.TempDir()
 	writeConfig(t, dir, wecomConfig(echoLLM(t).URL(), api.URL, "open"))
-	ns := newNotifySock(t)
-	in := start(t, dir, "NOTIFY_SOCKET="+ns.path)
-	base := readyAddr(t, ns)
-	crypto, _ := wx.NewCrypto(e2eToken, e2eAESKey, e2eCorpID)
+	in, base, crypto := startWeCom(t, dir)
 
 	const total, rate, killAt = 300, 200, 150
 	client := &http.Client{Timeout: 5 * time.Second}

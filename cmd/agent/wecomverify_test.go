@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	wx "agent/pkg/wecom"
 	"agent/pkg/wecom/wecomtest"
 )
 
@@ -20,13 +19,7 @@ func TestWeComVerifyReplayRefused(t *testing.T) {
 	defer api.Close()
 	dir := t.TempDir()
 	writeConfig(t, dir, wecomConfig(echoLLM(t).URL(), api.URL, "pairing"))
-	ns := newNotifySock(t)
-	in := start(t, dir, "NOTIFY_SOCKET="+ns.path)
-	base := readyAddr(t, ns)
-	crypto, err := wx.NewCrypto(e2eToken, e2eAESKey, e2eCorpID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	in, base, crypto := startWeCom(t, dir)
 	verify := func(ts time.Time) (int, string) {
 		t.Helper()
 		req, err := wecomtest.VerifyRequest(crypto, base+"/wecom/callback", "echo-777", strconv.FormatInt(ts.Unix(), 10), "n", false)

@@ -2,9 +2,6 @@ package main
 
 import (
 	"context"
-	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -23,17 +20,7 @@ func (consoleBackend) ConsoleEnd(context.Context) (admin.ConsoleEnded, error) {
 }
 
 func TestConsoleCommand(t *testing.T) {
-	dir := t.TempDir()
-	sock := filepath.Join(dir, "agent.sock")
-	path := filepath.Join(dir, "config.toml")
-	os.WriteFile(path, []byte("[server]\nadmin_socket = \""+sock+"\"\n"), 0o600)
-	ln, err := admin.Listen(sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go admin.Serve(ctx, ln, &consoleBackend{}, slog.New(slog.DiscardHandler))
+	path := serveAdmin(t, &consoleBackend{})
 	code, out, errs := agentctl(t, "-config", path, "console")
 	if code != 0 || out != "http://127.0.0.1:8080/console?code=c0de\n" || !strings.Contains(errs, "works once") {
 		t.Fatalf("console: %d %q %q", code, out, errs)

@@ -3,9 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -37,18 +34,8 @@ func (b *jobsBackend) JobsRemove(_ context.Context, id int64) (admin.Job, error)
 }
 
 func TestJobsCommands(t *testing.T) {
-	dir := t.TempDir()
-	sock := filepath.Join(dir, "agent.sock")
-	path := filepath.Join(dir, "config.toml")
-	os.WriteFile(path, []byte("[server]\nadmin_socket = \""+sock+"\"\n"), 0o600)
-	ln, err := admin.Listen(sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	b := &jobsBackend{}
-	go admin.Serve(ctx, ln, b, slog.New(slog.DiscardHandler))
+	path := serveAdmin(t, b)
 	if code, out, errs := agentctl(t, "-config", path, "jobs", "list"); code != 0 || !strings.Contains(out, "0 9 * * 1") ||
 		!strings.Contains(out, "2025-03-03 09:00 CST") || !strings.Contains(out, "last error: send failed") {
 		t.Fatalf("list: %d %q %q", code, out, errs)

@@ -98,19 +98,29 @@ func (b *memBackend) MemoryForget(_ context.Context, id int64) (admin.Fact, erro
 	return f, nil
 }
 
-func TestMemoryCommands(t *testing.T) {
+// serveAdmin serves b on an admin socket in a temporary directory until the
+// test ends and returns the path of a config file that points agentctl at it.
+func serveAdmin(t *testing.T, b admin.Backend) string {
+	t.Helper()
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "agent.sock")
 	path := filepath.Join(dir, "config.toml")
-	os.WriteFile(path, []byte("[server]\nadmin_socket = \""+sock+"\"\n"), 0o600)
+	if err := os.WriteFile(path, []byte("[server]\nadmin_socket = \""+sock+"\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	ln, err := admin.Listen(sock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &memBackend{facts: map[int64]admin.Fact{7: {ID: 7, Scope: "wecom:alice", Text: "Alice likes oolong", Updated: time.Now()}}}
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	t.Cleanup(cancel)
 	go admin.Serve(ctx, ln, b, slog.New(slog.DiscardHandler))
+	return path
+}
+
+func TestMemoryCommands(t *testing.T) {
+	b := &memBackend{facts: map[int64]admin.Fact{7: {ID: 7, Scope: "wecom:alice", Text: "Alice likes oolong", Updated: time.Now()}}}
+	path := serveAdmin(t, b)
 
 	code, out, errs := agentctl(t, "-config", path, "memory", "list", "--scope", "wecom:alice", "--history")
 	if code != 0 || !strings.Contains(out, "Alice likes oolong") || b.last.Scope != "wecom:alice" || !b.last.History {

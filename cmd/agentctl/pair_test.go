@@ -3,9 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -29,17 +26,7 @@ func (b *pairBackend) PairingRevoke(_ context.Context, user string) (admin.Pairi
 }
 
 func TestPairCommands(t *testing.T) {
-	dir := t.TempDir()
-	sock := filepath.Join(dir, "agent.sock")
-	path := filepath.Join(dir, "config.toml")
-	os.WriteFile(path, []byte("[server]\nadmin_socket = \""+sock+"\"\n"), 0o600)
-	ln, err := admin.Listen(sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go admin.Serve(ctx, ln, &pairBackend{}, slog.New(slog.DiscardHandler))
+	path := serveAdmin(t, &pairBackend{})
 	if code, out, errs := agentctl(t, "-config", path, "pair", "list"); code != 0 || !strings.Contains(out, "ABCD2345") || !strings.Contains(out, "wecom:zed") {
 		t.Fatalf("list: %d %q %q", code, out, errs)
 	}

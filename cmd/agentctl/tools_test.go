@@ -2,9 +2,6 @@ package main
 
 import (
 	"context"
-	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -30,18 +27,8 @@ func (b *toolsBackend) ReloadTools(context.Context) error {
 }
 
 func TestToolsCommands(t *testing.T) {
-	dir := t.TempDir()
-	sock := filepath.Join(dir, "agent.sock")
-	path := filepath.Join(dir, "config.toml")
-	os.WriteFile(path, []byte("[server]\nadmin_socket = \""+sock+"\"\n"), 0o600)
-	ln, err := admin.Listen(sock)
-	if err != nil {
-		t.Fatal(err)
-	}
 	b := &toolsBackend{}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go admin.Serve(ctx, ln, b, slog.New(slog.DiscardHandler))
+	path := serveAdmin(t, b)
 
 	code, out, errs := agentctl(t, "-config", path, "tools", "list")
 	lines := strings.Split(out, "\n")

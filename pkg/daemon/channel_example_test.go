@@ -6,8 +6,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -16,7 +14,6 @@ import (
 	"agent/pkg/admin"
 	"agent/pkg/channel"
 	"agent/pkg/channel/gate"
-	"agent/pkg/config"
 	"agent/pkg/conversation"
 	"agent/pkg/health"
 	"agent/pkg/llm/llmtest"
@@ -121,25 +118,11 @@ func TestAddingAChannel(t *testing.T) {
 		}
 		return llmtest.Text("you said: " + r.LastUser())
 	})
-	dir := t.TempDir()
-	path := filepath.Join(dir, "config.toml")
-	os.WriteFile(path, []byte(`[server]
-listen = "127.0.0.1:0"
-[agent]
-state_dir = "var"
-owners = ["echo:alice"]
+	cfg := fakeLLMConfig(t, srv.BaseURL(), `owners = ["echo:alice"]
 [security]
 dm_policy = "allowlist"
 allow_from = ["echo:alice"]
-[llm]
-provider = "custom"
-model = "fake"
-base_url = "`+srv.BaseURL()+`"
-`), 0o600)
-	cfg, _, err := config.Load(path, func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	sent := make(chan string, 4)
 	n := newFakeNotifier(0)
 	ctx, cancel := context.WithCancel(context.Background())

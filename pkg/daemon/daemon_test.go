@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -72,6 +73,23 @@ func testConfig(t *testing.T) *config.Config {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "config.toml")
 	os.WriteFile(path, []byte("[server]\nlisten = \"127.0.0.1:0\"\n[agent]\nstate_dir = \"var\"\n"), 0o600)
+	cfg, _, err := config.Load(path, func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// fakeLLMConfig loads a config with a loopback listener, the model at
+// baseURL (provider "custom", model "fake") and state in a temporary
+// directory; agent continues the [agent] table and may add more tables.
+func fakeLLMConfig(t *testing.T, baseURL, agent string) *config.Config {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "config.toml")
+	body := fmt.Sprintf("[server]\nlisten = \"127.0.0.1:0\"\n[llm]\nprovider = \"custom\"\nmodel = \"fake\"\nbase_url = %q\n[agent]\nstate_dir = \"var\"\n%s", baseURL, agent)
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	cfg, _, err := config.Load(path, func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)

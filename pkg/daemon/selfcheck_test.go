@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,7 +12,6 @@ import (
 
 	"agent/pkg/admin"
 	"agent/pkg/assistant"
-	"agent/pkg/config"
 	"agent/pkg/health"
 	"agent/pkg/llm/llmtest"
 	"agent/pkg/runner"
@@ -37,22 +35,7 @@ func toolLLM(t *testing.T) *llmtest.Server {
 
 func TestSelfCheckAndDiagnoseTools(t *testing.T) {
 	llmSrv := toolLLM(t)
-	dir := t.TempDir()
-	path := filepath.Join(dir, "config.toml")
-	os.WriteFile(path, []byte(`[server]
-listen = "127.0.0.1:0"
-[agent]
-state_dir = "var"
-owners = ["wecom:boss"]
-[llm]
-provider = "custom"
-model = "fake"
-base_url = "`+llmSrv.BaseURL()+`"
-`), 0o600)
-	cfg, _, err := config.Load(path, func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := fakeLLMConfig(t, llmSrv.BaseURL(), "owners = [\"wecom:boss\"]\n")
 	sysRoot, _ := filepath.Abs("../selfcheck/testdata/sys")
 	n := newFakeNotifier(0)
 	ctx, cancel := context.WithCancel(context.Background())
