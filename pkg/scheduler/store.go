@@ -39,15 +39,18 @@ func scanJob(r scanner) (Job, sql.NullInt64, error) {
 // Add validates and stores a job and returns it with its first fire time.
 func (s *Scheduler) Add(ctx context.Context, n NewJob) (Job, error) {
 	now := s.clock.Now()
-	n.Owner = strings.TrimSpace(n.Owner)
 	n.Channel = strings.TrimSpace(n.Channel)
 	n.To = strings.TrimSpace(n.To)
 	if n.Action == "" {
 		n.Action = ActionMessage
 	}
 	switch {
-	case n.Owner == "":
+	case strings.TrimSpace(n.Owner) == "":
 		return Job{}, fmt.Errorf("%w: the job has no owner", ErrInvalid)
+	case strings.TrimSpace(n.Owner) != n.Owner:
+		// The owner is whom the job's prompt runs as: never a name made
+		// into another one ("boss\u00a0" trimmed would be the owner boss).
+		return Job{}, fmt.Errorf("%w: owner %q has spaces around it", ErrInvalid, n.Owner)
 	case n.Channel == "" || n.To == "":
 		return Job{}, fmt.Errorf("%w: the job needs a channel and a recipient", ErrInvalid)
 	case n.Action != ActionMessage && n.Action != ActionLLMTask:

@@ -242,8 +242,9 @@ func TestDeviceStillNeedsTokenWithSessions(t *testing.T) {
 
 // A name with the channel's prefix ("voice:boss") would be checked as one
 // principal (voice:voice:boss) and keyed as another (voice:boss: boss's
-// folder, memory and session). Such names, and control characters, are
-// refused at the hello.
+// folder, memory and session). Such names, control and invisible
+// formatting characters, and spaces around a name ("boss\u00a0" reads as,
+// and once was trimmed into, the owner boss) are refused at the hello.
 func TestPrefixedNamesRefused(t *testing.T) {
 	conv := &fakeConv{}
 	_, hs := newServer(t, fakeConfig(nil, conv))
@@ -253,6 +254,11 @@ func TestPrefixedNamesRefused(t *testing.T) {
 		{"device": "a:b"},
 		{"user": "wecom:alice"},
 		{"user": "bo\nss"},
+		{"user": "boss\u00a0"},
+		{"user": " boss"},
+		{"user": "boss\u3000"},
+		{"device": "bo\u200bss"},
+		{"user": "\u202eboss"},
 	} {
 		c := dial(t, hs)
 		if f := c.hello(fields); f.Type != "error" || f.Code != CodeBadHello || !f.Fatal {

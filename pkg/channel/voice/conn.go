@@ -226,9 +226,11 @@ func (c *conn) hello() bool {
 	// A name is one id: "voice:boss" as a user name would be checked as
 	// "voice:voice:boss" but keyed (and given a folder and memory) as
 	// voice:boss. No ':' and no control characters, then.
+	// Nor a name that reads as another: spaces around it ("boss\u00a0") or
+	// invisible formatting characters (U+200B, U+202E) inside it.
 	for _, name := range []string{m.User, m.Device} {
-		if strings.ContainsRune(name, ':') || strings.IndexFunc(name, unicode.IsControl) >= 0 {
-			return c.reject(CodeBadHello, fmt.Sprintf("name %q: user and device names may not contain ':' or control characters", clip(name)), websocket.CloseProtocolError)
+		if strings.ContainsRune(name, ':') || strings.IndexFunc(name, badNameRune) >= 0 || strings.TrimFunc(name, unicode.IsSpace) != name {
+			return c.reject(CodeBadHello, fmt.Sprintf("name %q: user and device names may not contain ':', control or invisible formatting characters, nor begin or end with a space", clip(name)), websocket.CloseProtocolError)
 		}
 	}
 	// A device speaks as its user or device name and is put to the DM
@@ -927,3 +929,6 @@ func (c *conn) endEncoded() {
 	}
 	c.s.utterances.Add(1)
 }
+
+// badNameRune: a control or invisible formatting character (Cc, Cf).
+func badNameRune(r rune) bool { return unicode.IsControl(r) || unicode.In(r, unicode.Cf) }
