@@ -98,7 +98,7 @@ func (s *Set) Send(ctx context.Context, name, to, text string) (err error) {
 	if !ok {
 		return notConnected(name)
 	}
-	defer recoverAs(&err, name+": send")
+	defer s.recoverAs(&err, name+": send")
 	return c.Send(ctx, to, text)
 }
 
@@ -113,7 +113,7 @@ func (s *Set) SendMedia(ctx context.Context, name, to string, m Media) (err erro
 	if !ok {
 		return fmt.Errorf("the %s channel cannot send files", name)
 	}
-	defer recoverAs(&err, name+": send media")
+	defer s.recoverAs(&err, name+": send media")
 	return ms.SendMedia(ctx, to, m)
 }
 
@@ -128,10 +128,13 @@ func (s *Set) FastTurns(name string) bool {
 	return ok && f.FastTurns()
 }
 
-// recoverAs turns a panic into *err, naming what panicked (deferred).
-func recoverAs(err *error, what string) {
+// recoverAs turns a panic into *err (deferred). The error reaches the
+// model and so users: it says what failed; the panic and its stack go to
+// the log only.
+func (s *Set) recoverAs(err *error, what string) {
 	if p := recover(); p != nil {
-		*err = fmt.Errorf("%s: panic: %v\n%s", what, p, debug.Stack())
+		s.logger.Error("channel panicked", "in", what, "panic", p, "stack", string(debug.Stack()))
+		*err = fmt.Errorf("%s failed: an internal error in the channel (logged)", what)
 	}
 }
 
@@ -176,7 +179,7 @@ func (s *Set) Close(ctx context.Context) error {
 	for _, c := range s.All() {
 		if cl, ok := c.(Closer); ok {
 			err := func() (err error) {
-				defer recoverAs(&err, c.Name()+": close")
+				defer s.recoverAs(&err, c.Name()+": close")
 				return cl.Close(ctx)
 			}()
 			if err != nil {
@@ -245,9 +248,14 @@ func (s *Set) supervise(ctx context.Context, c Channel) {
 	}
 }
 
-// runSafely is c.Run with a panic turned into an error.
+// runSafely is c.Run with a panic turned into an error (logged with its
+// stack by supervise; /healthz shows its first line).
 func runSafely(ctx context.Context, c Channel) (err error) {
-	defer recoverAs(&err, "run")
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("run: panic: %v\n%s", p, debug.Stack())
+		}
+	}()
 	return c.Run(ctx)
 }
 

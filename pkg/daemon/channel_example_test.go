@@ -82,13 +82,15 @@ func (c *echoChannel) serve(w http.ResponseWriter, r *http.Request) {
 func (c *echoChannel) Run(ctx context.Context) error { return nil } // nothing in the background
 
 // Tools: a channel's own tools are for its own users. One that names no
-// profile (every channel's users) or the operator's is not registered.
+// profile (every channel's users), the operator's or another channel's
+// is not registered.
 func (c *echoChannel) Tools() []tools.Tool {
 	echo := func(context.Context, tools.Call) (string, error) { return "echo", nil }
 	return []tools.Tool{
 		{Name: "echo_back", Description: "Echo.", Profiles: []string{"echo"}, Handler: echo},
 		{Name: "echo_everyone", Description: "Echo.", Handler: echo},
 		{Name: "echo_operator", Description: "Echo.", Profiles: []string{"echo", "admin"}, Handler: echo},
+		{Name: "echo_to_wecom", Description: "Echo.", Profiles: []string{"wecom"}, Handler: echo},
 	}
 }
 
@@ -195,7 +197,7 @@ allow_from = ["echo:alice"]
 	for _, tool := range list.Tools {
 		registered[tool.Name] = true
 	}
-	if !registered["echo_back"] || registered["echo_everyone"] || registered["echo_operator"] {
+	if !registered["echo_back"] || registered["echo_everyone"] || registered["echo_operator"] || registered["echo_to_wecom"] {
 		t.Errorf("the echo channel's tools registered: %v", registered)
 	}
 	if code, _ := post("alice", "still there?"); code != http.StatusOK {

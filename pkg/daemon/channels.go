@@ -15,7 +15,6 @@ import (
 	"agent/pkg/channel/wecom"
 	"agent/pkg/config"
 	"agent/pkg/pairing"
-	"agent/pkg/recipient"
 )
 
 // DefaultChannels are the ways into the assistant, in the order they are
@@ -83,16 +82,17 @@ func build(ctx context.Context, b channel.Builder, h channel.Host) (c channel.Ch
 }
 
 // registerChannelTools adds a channel's own tools, each limited to that
-// channel's users: a tool must name its profiles, and none may be the
-// operator's (admin) unless the channel is the admin channel.
+// channel's users: a tool's profiles must be exactly the channel's own
+// (its name), never none (every channel's users) nor another channel's
+// (the operator's admin included).
 func (d *Daemon) registerChannelTools(name string, p channel.ToolProvider) {
 	for _, t := range p.Tools() {
 		var err error
 		switch {
 		case len(t.Profiles) == 0:
 			err = fmt.Errorf("%s offers it to every channel's users (no profiles)", name)
-		case name != recipient.AdminChannel && slices.Contains(t.Profiles, recipient.AdminChannel):
-			err = errors.New("only the admin channel may offer tools to the admin profile")
+		case slices.ContainsFunc(t.Profiles, func(p string) bool { return p != name }):
+			err = fmt.Errorf("%s may offer tools to its own users only (profile %q), not to %q", name, name, t.Profiles)
 		default:
 			err = d.asst.Register(t)
 		}
