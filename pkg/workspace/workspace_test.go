@@ -9,7 +9,9 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -349,6 +351,29 @@ func FuzzScopeDir(f *testing.F) {
 		}
 		if a != b && da == db {
 			t.Fatalf("ScopeDir(%q) = ScopeDir(%q) = %q", a, b, da)
+		}
+	})
+}
+
+// FuzzRoute: whatever path the model sends, route never panics, and what
+// it accepts is a clean relative path inside the area it names (no "..",
+// nothing absolute); only the three prompt file names reach the prompt.
+func FuzzRoute(f *testing.F) {
+	for _, p := range []string{"notes/todo.txt", "../x", "/ws/shared/a", "/etc/passwd", "shared/../../x", "SOUL.md", "skills/a/SKILL.md",
+		" ./shared//b/ ", "files/wecom%3Abob/x", "a/\u202eb", "", "."} {
+		f.Add(p)
+	}
+	s := &Spaces{dir: "/ws"}
+	f.Fuzz(func(t *testing.T, p string) {
+		a, rel, err := s.route(p)
+		if err != nil {
+			return
+		}
+		if rel != "" && (path.IsAbs(rel) || rel == ".." || strings.HasPrefix(rel, "../") || strings.Contains(rel, "/../") || path.Clean(rel) != rel) {
+			t.Fatalf("route(%q) = %v %q: not a clean relative path", p, a, rel)
+		}
+		if a == areaPrompt && !slices.Contains(PromptFiles, rel) {
+			t.Fatalf("route(%q) = the prompt, %q", p, rel)
 		}
 	})
 }
