@@ -1,0 +1,192 @@
+package sandbox
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// binDir is a directory inside, first in PATH, holding python3 and python
+// (links to Config.Python).
+const binDir = "/opt/agent/bin"
+
+// systemDirs are the top-level directories of the system: each is bound
+// read-only, or recreated as the same symbolic link (merged /usr).
+var systemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}
+
+// etcFiles are the parts of /etc programs need: the dynamic linker's
+// cache, certificates, alternatives (python3, editors), time zone data,
+// fonts (ffmpeg's text, espeak-ng), and MIME types. Nothing else of /etc
+// (no config.toml under /etc/agent, no agent.env, no shadow).
+var etcFiles = []string{
+	"/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d",
+	"/etc/ssl", "/etc/ca-certificates", "/etc/ca-certificates.conf", "/etc/pki",
+	"/etc/alternatives", "/etc/localtime", "/etc/timezone",
+	"/etc/fonts", "/etc/mime.types", "/etc/magic",
+}
+
+// netFiles are what name resolution needs, bound only for runs with the
+// network.
+var netFiles = []string{"/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/gai.conf", "/etc/host.conf", "/etc/services", "/etc/protocols"}
+
+// reservedDst are the places inside a Bind may not cover.
+var reservedDst = []string{"/", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc", "/proc", "/dev", "/tmp", "/work", "/opt/agent"}
+
+// args builds bwrap's command line for spec. run is the run's own host
+// directory (for /etc/passwd), tmp its /tmp.
+func (s *Sandbox) args(spec Spec, lim Limits, run, tmp string) ([]string, error) {
+	feat := s.bwrapFeatures()
+	a := []string{
+		"--unshare-user", "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try",
+		"--die-with-parent", "--new-session", "--cap-drop", "ALL",
+		"--hostname", "sandbox",
+	}
+	if !(spec.Network && s.cfg.Network) {
+		a = append(a, "--unshare-net")
+	}
+	if feat["--disable-userns"] {
+		// No nested user namespaces: less kernel reachable from inside.
+		a = append(a, "--disable-userns")
+	}
+	for _, d := range systemDirs {
+		fi, err := os.Lstat(d)
+		switch {
+		case err != nil:
+			continue
+		case fi.Mode()&os.ModeSymlink != 0:
+			target, err := os.Readlink(d)
+			if err != nil {
+				return nil, fmt.Errorf("sandbox: %w", err)
+			}
+			a = append(a, "--symlink", target, d)
+		case fi.IsDir():
+			a = append(a, "--ro-bind", d, d)
+		}
+	}
+	files := etcFiles
+	if spec.Network && s.cfg.Network {
+		files = append(files[:len(files):len(files)], netFiles...)
+	}
+	for _, f := range files {
+		a = append(a, "--ro-bind-try", f, f)
+	}
+	uid, gid := os.Getuid(), os.Getgid()
+	if s.cfg.As != nil {
+		uid, gid = s.cfg.As.UID, s.cfg.As.GID
+	}
+	passwd := filepath.Join(run, "passwd")
+	group := filepath.Join(run, "group")
+	if err := os.WriteFile(passwd, fmt.Appendf(nil, "sandbox:x:%d:%d:sandbox:/work:/bin/sh\n", uid, gid), 0o644); err != nil {
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	if err := os.WriteFile(group, fmt.Appendf(nil, "sandbox:x:%d:\n", gid), 0o644); err != nil {
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	if s.cfg.As != nil {
+		// bwrap, running as the account, reads them.
+		_ = os.Chown(run, uid, gid)
+	}
+	a = append(a,
+		"--ro-bind", passwd, "/etc/passwd",
+		"--ro-bind", group, "/etc/group",
+		"--proc", "/proc",
+		"--dev", "/dev",
+	)
+	if feat["--size"] {
+		// A small /dev/shm (POSIX semaphores, shared memory): its pages
+		// are memory, so it is bounded; the rest of /dev is read-only.
+		a = append(a, "--size", "16777216", "--perms", "1777", "--tmpfs", "/dev/shm")
+	}
+	a = append(a, "--bind", tmp, "/tmp")
+	if spec.Work != "" {
+		a = append(a, "--bind", spec.Work, "/work")
+	} else {
+		a = append(a, "--dir", "/work")
+	}
+	for _, b := range spec.Binds {
+		dst := filepath.Clean(b.Dst)
+		if !filepath.IsAbs(b.Dst) || reserved(dst) {
+			return nil, fmt.Errorf("sandbox: bind %q: the destination must be an absolute path outside the system directories and /work", b.Dst)
+		}
+		if !filepath.IsAbs(b.Src) {
+			return nil, fmt.Errorf("sandbox: bind %q: the source must be an absolute path", b.Src)
+		}
+		if b.Write {
+			a = append(a, "--bind", b.Src, dst)
+		} else {
+			a = append(a, "--ro-bind", b.Src, dst)
+		}
+	}
+	a = append(a,
+		"--symlink", s.python, binDir+"/python3",
+		"--symlink", s.python, binDir+"/python",
+		"--remount-ro", "/",
+	)
+	if !feat["--size"] {
+		a = append(a, "--remount-ro", "/dev")
+	}
+	a = append(a, "--chdir", "/work", "--")
+	a = append(a, s.prlimitArgv(lim)...)
+	return append(a, spec.Argv...), nil
+}
+
+// reserved reports whether dst is, holds or lies in a place binds may not
+// touch. /opt/agent and the system directories are refused whole; /work
+// and /tmp only as themselves (a bind inside them is the caller's choice
+// no more: refused too, to keep /work the user's folder exactly).
+func reserved(dst string) bool {
+	for _, r := range reservedDst {
+		if dst == r || strings.HasPrefix(dst, r+"/") || (r != "/" && strings.HasPrefix(r, dst+"/")) {
+			return true
+		}
+	}
+	return false
+}
+
+// prlimitArgv sets the per-process limits, inherited by every process of
+// the run, before the command starts. RLIMIT_NPROC counts the tasks of the
+// run's own user namespace: one run's fork bomb stops at MaxProcs without
+// touching the daemon's or another run's.
+func (s *Sandbox) prlimitArgv(lim Limits) []string {
+	return []string{
+		s.prlimit(),
+		fmt.Sprintf("--cpu=%d:%d", lim.CPUSeconds, lim.CPUSeconds+1),
+		fmt.Sprintf("--as=%d", int64(lim.MemoryMB)<<20),
+		fmt.Sprintf("--fsize=%d", int64(lim.FileMB)<<20),
+		fmt.Sprintf("--nproc=%d", lim.MaxProcs),
+		"--nofile=256",
+		"--core=0",
+		"--",
+	}
+}
+
+// prlimit is util-linux's prlimit (Essential on Debian and Ubuntu).
+func (s *Sandbox) prlimit() string {
+	for _, p := range []string{"/usr/bin/prlimit", "/bin/prlimit"} {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	return "/usr/bin/prlimit"
+}
+
+// bwrapFeatures lists the options of this bwrap (Debian 12 has 0.8,
+// Ubuntu 22.04 on JetPack 6 has 0.6: no --disable-userns, no --size).
+func (s *Sandbox) bwrapFeatures() map[string]bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.features != nil {
+		return s.features
+	}
+	s.features = map[string]bool{}
+	out, _ := exec.Command(s.bwrap, "--help").CombinedOutput()
+	for _, opt := range []string{"--disable-userns", "--size", "--perms"} {
+		s.features[opt] = strings.Contains(string(out), opt+" ")
+	}
+	if !s.features["--perms"] {
+		s.features["--size"] = false
+	}
+	return s.features
+}
