@@ -35,6 +35,7 @@ import (
 	"sync"
 
 	"agent/pkg/clip"
+	"agent/pkg/sandbox"
 	"agent/pkg/session"
 	"agent/pkg/tools"
 )
@@ -593,4 +594,100 @@ func (s *Spaces) rw(call tools.Call) string {
 		return "; you may change them as an owner"
 	}
 	return "; read-only for you"
+}
+
+// Where a sandboxed run of a call (exec, documents, video) sees the
+// workspace: the caller's own folder read-write at WorkMount, the shared
+// area read-only at SharedMount, nothing else (not other users' folders,
+// not the prompt files or skills).
+const (
+	WorkMount   = "/work"
+	SharedMount = "/shared"
+)
+
+// View is what a sandboxed run of a call may see of the workspace.
+type View struct {
+	Scope  string
+	Work   string // the caller's folder (host path), read-write at WorkMount
+	Shared string // the shared area (host path), read-only at SharedMount
+	// Left is how many bytes the folder may still grow under the quota;
+	// 0 when there is no quota.
+	Left int64
+}
+
+// View returns what a sandboxed run of call may see. A folder already at
+// its quota is an error wrapping ErrQuota.
+func (s *Spaces) View(call tools.Call) (View, error) {
+	scope, err := Scope(call)
+	if err != nil {
+		return View{}, err
+	}
+	dir, err := s.UserDir(scope)
+	if err != nil {
+		return View{}, err
+	}
+	shared := filepath.Join(s.dir, SharedDir)
+	if err := os.MkdirAll(shared, 0o750); err != nil {
+		return View{}, fmt.Errorf("workspace: %w", err)
+	}
+	v := View{Scope: scope, Work: dir, Shared: shared}
+	if q := s.cfg.Quota(); q > 0 {
+		used, err := usage(dir)
+		if err != nil {
+			return View{}, fmt.Errorf("workspace: %w", err)
+		}
+		if used >= q {
+			return View{}, fmt.Errorf("%w: your folder uses %s of %s; delete files you no longer need", ErrQuota, mib(used), mib(q))
+		}
+		v.Left = q - used
+	}
+	return v, nil
+}
+
+// Inside maps p, a path as call's file tools know it, to the path a
+// sandboxed run sees it at (WorkMount/... or SharedMount/...). With
+// file set p must name an existing regular file, opened the way the file
+// tools open one (no link out of its area, no FIFO); otherwise it names a
+// place to write in the caller's own folder.
+func (s *Spaces) Inside(call tools.Call, p string, file bool) (string, error) {
+	a, rel, err := s.route(p)
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case a == areaPrompt || a == areaSkills:
+		return "", fmt.Errorf("%s is not visible to this tool: it sees your folder and shared/ only", p)
+	case a == areaShared && !file:
+		return "", fmt.Errorf("%s: this tool writes in your own folder only; shared/ is read-only to it", p)
+	case rel == "":
+		return "", fmt.Errorf("%q names a folder; give a file path", p)
+	}
+	if file {
+		w, _, err := s.open(call, a)
+		if err != nil {
+			return "", err
+		}
+		f, _, err := w.Open(rel)
+		w.Close()
+		if err != nil {
+			return "", err
+		}
+		f.Close()
+	}
+	if a == areaShared {
+		return SharedMount + "/" + rel, nil
+	}
+	return WorkMount + "/" + rel, nil
+}
+
+// Spec is a sandbox run of argv over v: the folder read-write at
+// WorkMount (the working directory), the shared area read-only at
+// SharedMount, writes bounded by the quota left.
+func (v View) Spec(argv ...string) sandbox.Spec {
+	return sandbox.Spec{
+		Argv:     argv,
+		Work:     v.Work,
+		Binds:    []sandbox.Bind{{Src: v.Shared, Dst: SharedMount}},
+		MaxWrite: v.Left,
+	}
 }
