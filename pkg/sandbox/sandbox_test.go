@@ -1,4 +1,4 @@
-package sandbox
+package sandbox_test
 
 import (
 	"context"
@@ -16,41 +16,25 @@ import (
 	"time"
 
 	"agent/pkg/nativetest"
+	"agent/pkg/sandbox"
+	"agent/pkg/sandbox/sandboxtest"
 )
 
 // newSandbox returns a sandbox with small limits, or skips (fails under
 // AGENT_REQUIRE_NATIVE=1) without bubblewrap.
-func newSandbox(t *testing.T, mod func(*Config)) *Sandbox {
+func newSandbox(t *testing.T, mod func(*sandbox.Config)) *sandbox.Sandbox {
 	t.Helper()
-	nativetest.LookPath(t, "bwrap", "bubblewrap")
-	cfg := Config{
-		TempDir: openDir(t),
-		Limits:  Limits{Timeout: 20 * time.Second, CPUSeconds: 10, MemoryMB: 256, MaxProcs: 32, FileMB: 10, OutputKB: 16},
-	}
-	if mod != nil {
-		mod(&cfg)
-	}
-	s, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-// openDir is a temporary directory a sandbox account can reach (t.TempDir's
-// parent is 0700).
-func openDir(t *testing.T) string {
-	t.Helper()
-	d := t.TempDir()
-	for _, p := range []string{filepath.Dir(d), d} {
-		if err := os.Chmod(p, 0o750); err != nil {
-			t.Fatal(err)
+	return sandboxtest.New(t, func(c *sandbox.Config) {
+		c.Limits = sandbox.Limits{Timeout: 20 * time.Second, CPUSeconds: 10, MemoryMB: 256, MaxProcs: 32, FileMB: 10, OutputKB: 16}
+		if mod != nil {
+			mod(c)
 		}
-	}
-	return d
+	})
 }
 
-func sh(t *testing.T, s *Sandbox, spec Spec, script string) *Result {
+var openDir = sandboxtest.Dir
+
+func sh(t *testing.T, s *sandbox.Sandbox, spec sandbox.Spec, script string) *sandbox.Result {
 	t.Helper()
 	spec.Argv = []string{"/bin/sh", "-c", script}
 	res, err := s.Run(context.Background(), spec)
@@ -63,8 +47,8 @@ func sh(t *testing.T, s *Sandbox, spec Spec, script string) *Result {
 func TestRunBasics(t *testing.T) {
 	s := newSandbox(t, nil)
 	work := openDir(t)
-	res := sh(t, s, Spec{Work: work, Stdin: []byte("from stdin\n")}, `pwd; echo "$HOME"; cat; echo made > out.txt; echo oops >&2; exit 3`)
-	if res.Exit != 3 || res.Limit != LimitNone {
+	res := sh(t, s, sandbox.Spec{Work: work, Stdin: []byte("from stdin\n")}, `pwd; echo "$HOME"; cat; echo made > out.txt; echo oops >&2; exit 3`)
+	if res.Exit != 3 || res.Limit != sandbox.LimitNone {
 		t.Fatalf("exit %d limit %q, want 3: %s", res.Exit, res.Limit, res.Stderr)
 	}
 	if got := string(res.Stdout); got != "/work\n/work\nfrom stdin\n" {
@@ -77,7 +61,7 @@ func TestRunBasics(t *testing.T) {
 	if err != nil || string(b) != "made\n" {
 		t.Errorf("the run's file on the host: %q %v", b, err)
 	}
-	res = sh(t, s, Spec{Work: work}, `python3 -c 'import sys; print(sum(range(10)), sys.version_info[0])'`)
+	res = sh(t, s, sandbox.Spec{Work: work}, `python3 -c 'import sys; print(sum(range(10)), sys.version_info[0])'`)
 	if res.Exit != 0 || string(res.Stdout) != "45 3\n" {
 		t.Errorf("python3: exit %d %q %q", res.Exit, res.Stdout, res.Stderr)
 	}
@@ -90,7 +74,7 @@ func TestRunBasics(t *testing.T) {
 func TestCleanEnvironmentAndPIDs(t *testing.T) {
 	t.Setenv("AGENT_LLM_API_KEY", "sk-secret-in-daemon-env")
 	s := newSandbox(t, nil)
-	res := sh(t, s, Spec{Work: openDir(t)}, `env; tr '\0' '\n' < /proc/1/environ; echo; ls /proc | grep -c '^[0-9]'; cat /proc/self/status | grep -i ^uid`)
+	res := sh(t, s, sandbox.Spec{Work: openDir(t)}, `env; tr '\0' '\n' < /proc/1/environ; echo; ls /proc | grep -c '^[0-9]'; cat /proc/self/status | grep -i ^uid`)
 	out := string(res.Stdout)
 	if strings.Contains(out, "sk-secret") || strings.Contains(out, "AGENT_") {
 		t.Fatalf("daemon environment visible inside:\n%s", out)
@@ -138,7 +122,7 @@ touch /usr/x 2>&1; touch /x 2>&1; touch /etc/x 2>&1; mkdir /opt/agent/bin/y 2>&1
 echo tmp > /tmp/t && cat /tmp/t
 ls -d /var/lib/agent /run /home /root 2>&1
 `, secret, filepath.Join(alice, "salary.txt"), state)
-	res := sh(t, s, Spec{Work: bob}, script)
+	res := sh(t, s, sandbox.Spec{Work: bob}, script)
 	out := string(res.Stdout)
 	for _, leak := range []string{"sk-state", "alice private", "root:x:0", "root:*", "root:!"} {
 		if strings.Contains(out, leak) {
@@ -183,7 +167,7 @@ func TestSetuidIgnored(t *testing.T) {
 	if err := os.Chmod(suid, 0o4755|os.ModeSetuid); err != nil {
 		t.Fatal(err)
 	}
-	res := sh(t, s, Spec{Work: openDir(t), Binds: []Bind{{Src: dir, Dst: "/opt/suid"}}}, `ls -l /opt/suid/id; /opt/suid/id -u; /opt/suid/id -ru`)
+	res := sh(t, s, sandbox.Spec{Work: openDir(t), Binds: []sandbox.Bind{{Src: dir, Dst: "/opt/suid"}}}, `ls -l /opt/suid/id; /opt/suid/id -u; /opt/suid/id -ru`)
 	lines := strings.Fields(string(res.Stdout))
 	if len(lines) < 2 || !strings.Contains(string(res.Stdout), "rws") {
 		t.Fatalf("setuid binary not as expected inside: %q %q", res.Stdout, res.Stderr)
@@ -224,13 +208,13 @@ except Exception as e:
 `, host, port)
 	}
 	off := newSandbox(t, nil)
-	on := newSandbox(t, func(c *Config) { c.Network = true })
+	on := newSandbox(t, func(c *sandbox.Config) { c.Network = true })
 	for _, host := range append([]string{"127.0.0.1"}, lan...) {
 		for name, run := range map[string]struct {
-			s   *Sandbox
+			s   *sandbox.Sandbox
 			ask bool
 		}{"off": {off, true}, "on-not-asked": {on, false}} {
-			res, err := run.s.Run(context.Background(), Spec{Argv: []string{"python3", "-c", probe(host)}, Network: run.ask})
+			res, err := run.s.Run(context.Background(), sandbox.Spec{Argv: []string{"python3", "-c", probe(host)}, Network: run.ask})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -239,7 +223,7 @@ except Exception as e:
 			}
 		}
 	}
-	res, err := on.Run(context.Background(), Spec{Argv: []string{"python3", "-c", probe("127.0.0.1")}, Network: true})
+	res, err := on.Run(context.Background(), sandbox.Spec{Argv: []string{"python3", "-c", probe("127.0.0.1")}, Network: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,26 +253,26 @@ func TestLimits(t *testing.T) {
 	s := newSandbox(t, nil)
 	cases := []struct {
 		name   string
-		spec   Spec
+		spec   sandbox.Spec
 		script string
-		want   Limit
-		check  func(t *testing.T, r *Result)
+		want   sandbox.Limit
+		check  func(t *testing.T, r *sandbox.Result)
 	}{
-		{"wall time", Spec{Limits: Limits{Timeout: time.Second}}, `echo started; sleep 60`, LimitTime, func(t *testing.T, r *Result) {
+		{"wall time", sandbox.Spec{Limits: sandbox.Limits{Timeout: time.Second}}, `echo started; sleep 60`, sandbox.LimitTime, func(t *testing.T, r *sandbox.Result) {
 			if string(r.Stdout) != "started\n" {
 				t.Errorf("output so far lost: %q", r.Stdout)
 			}
 		}},
-		{"cpu", Spec{Limits: Limits{CPUSeconds: 1}}, `echo spin; while :; do :; done`, LimitCPU, nil},
-		{"output", Spec{}, `yes 'a gigabyte of output'`, LimitOutput, func(t *testing.T, r *Result) {
+		{"cpu", sandbox.Spec{Limits: sandbox.Limits{CPUSeconds: 1}}, `echo spin; while :; do :; done`, sandbox.LimitCPU, nil},
+		{"output", sandbox.Spec{}, `yes 'a gigabyte of output'`, sandbox.LimitOutput, func(t *testing.T, r *sandbox.Result) {
 			if len(r.Stdout) != 16<<10 || r.StdoutDropped == 0 {
 				t.Errorf("kept %d bytes, dropped %d", len(r.Stdout), r.StdoutDropped)
 			}
 		}},
-		{"file size", Spec{Work: openDir(t)}, `head -c 1000000000 /dev/zero > big; echo after`, LimitFileSize, nil},
-		{"file size, last command", Spec{Work: openDir(t)}, `head -c 1000000000 /dev/zero > big`, LimitFileSize, nil},
-		{"disk", Spec{Work: openDir(t), MaxWrite: 8 << 20}, `i=0; while :; do i=$((i+1)); head -c 1000000 /dev/zero > f$i || exit 9; done`, LimitDisk, nil},
-		{"disk in /tmp", Spec{MaxWrite: 8 << 20}, `i=0; while :; do i=$((i+1)); head -c 1000000 /dev/zero > /tmp/f$i || exit 9; done`, LimitDisk, nil},
+		{"file size", sandbox.Spec{Work: openDir(t)}, `head -c 1000000000 /dev/zero > big; echo after`, sandbox.LimitFileSize, nil},
+		{"file size, last command", sandbox.Spec{Work: openDir(t)}, `head -c 1000000000 /dev/zero > big`, sandbox.LimitFileSize, nil},
+		{"disk", sandbox.Spec{Work: openDir(t), MaxWrite: 8 << 20}, `i=0; while :; do i=$((i+1)); head -c 1000000 /dev/zero > f$i || exit 9; done`, sandbox.LimitDisk, nil},
+		{"disk in /tmp", sandbox.Spec{MaxWrite: 8 << 20}, `i=0; while :; do i=$((i+1)); head -c 1000000 /dev/zero > /tmp/f$i || exit 9; done`, sandbox.LimitDisk, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -309,7 +293,7 @@ func TestLimits(t *testing.T) {
 // Memory: a process cannot allocate past MemoryMB.
 func TestMemoryLimit(t *testing.T) {
 	s := newSandbox(t, nil)
-	r := sh(t, s, Spec{}, `python3 -c 'b = bytearray(600 * 1024 * 1024); print("allocated")'`)
+	r := sh(t, s, sandbox.Spec{}, `python3 -c 'b = bytearray(600 * 1024 * 1024); print("allocated")'`)
 	if r.Exit == 0 || strings.Contains(string(r.Stdout), "allocated") || !strings.Contains(string(r.Stderr), "MemoryError") {
 		t.Fatalf("600 MB allocated under a 256 MB limit: exit %d %q %q", r.Exit, r.Stdout, r.Stderr)
 	}
@@ -318,8 +302,8 @@ func TestMemoryLimit(t *testing.T) {
 // A fork bomb stops at MaxProcs; the daemon (this test) can still start
 // processes and the next run works.
 func TestForkBomb(t *testing.T) {
-	s := newSandbox(t, func(c *Config) { c.Limits.Timeout = 5 * time.Second })
-	r := sh(t, s, Spec{}, `
+	s := newSandbox(t, func(c *sandbox.Config) { c.Limits.Timeout = 5 * time.Second })
+	r := sh(t, s, sandbox.Spec{}, `
 python3 - <<'EOF'
 import os, time
 n = 0
@@ -339,14 +323,14 @@ EOF`)
 		t.Fatalf("forks before the limit: %q (%v) %q", r.Stdout, err, r.Stderr)
 	}
 	// The shell kind of bomb too, ended by the wall clock at worst.
-	r = sh(t, s, Spec{Limits: Limits{Timeout: 3 * time.Second}}, `b() { b | b & }; b; sleep 10`)
-	if r.Limit == LimitNone && r.Exit == 0 {
+	r = sh(t, s, sandbox.Spec{Limits: sandbox.Limits{Timeout: 3 * time.Second}}, `b() { b | b & }; b; sleep 10`)
+	if r.Limit == sandbox.LimitNone && r.Exit == 0 {
 		t.Errorf("shell fork bomb: exit %d", r.Exit)
 	}
 	if out, err := exec.Command("true").CombinedOutput(); err != nil {
 		t.Fatalf("the host cannot start processes after the bomb: %v %s", err, out)
 	}
-	if r := sh(t, s, Spec{}, `echo fine`); string(r.Stdout) != "fine\n" {
+	if r := sh(t, s, sandbox.Spec{}, `echo fine`); string(r.Stdout) != "fine\n" {
 		t.Fatalf("next run: %q", r.Stdout)
 	}
 }
@@ -355,55 +339,42 @@ func TestCancelled(t *testing.T) {
 	s := newSandbox(t, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { time.Sleep(300 * time.Millisecond); cancel() }()
-	r, err := s.Run(ctx, Spec{Argv: []string{"sleep", "60"}})
+	r, err := s.Run(ctx, sandbox.Spec{Argv: []string{"sleep", "60"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Limit != LimitCancelled {
+	if r.Limit != sandbox.LimitCancelled {
 		t.Fatalf("limit %q", r.Limit)
 	}
 }
 
 func TestBadSpecs(t *testing.T) {
 	s := newSandbox(t, nil)
-	for _, spec := range []Spec{
+	for _, spec := range []sandbox.Spec{
 		{},
-		{Argv: []string{"true"}, Binds: []Bind{{Src: "/etc", Dst: "/usr/lib"}}},
-		{Argv: []string{"true"}, Binds: []Bind{{Src: "/etc", Dst: "/work/x"}}},
-		{Argv: []string{"true"}, Binds: []Bind{{Src: "/etc", Dst: "/"}}},
-		{Argv: []string{"true"}, Binds: []Bind{{Src: "/etc", Dst: "relative"}}},
-		{Argv: []string{"true"}, Binds: []Bind{{Src: "relative", Dst: "/data"}}},
+		{Argv: []string{"true"}, Binds: []sandbox.Bind{{Src: "/etc", Dst: "/usr/lib"}}},
+		{Argv: []string{"true"}, Binds: []sandbox.Bind{{Src: "/etc", Dst: "/work/x"}}},
+		{Argv: []string{"true"}, Binds: []sandbox.Bind{{Src: "/etc", Dst: "/"}}},
+		{Argv: []string{"true"}, Binds: []sandbox.Bind{{Src: "/etc", Dst: "relative"}}},
+		{Argv: []string{"true"}, Binds: []sandbox.Bind{{Src: "relative", Dst: "/data"}}},
 	} {
 		if _, err := s.Run(context.Background(), spec); err == nil {
 			t.Errorf("%+v accepted", spec)
 		}
 	}
-	_, err := s.Run(context.Background(), Spec{Argv: []string{"true"}, Binds: []Bind{{Src: "/nonexistent-src", Dst: "/data"}}})
-	if !errors.Is(err, ErrUnavailable) {
+	_, err := s.Run(context.Background(), sandbox.Spec{Argv: []string{"true"}, Binds: []sandbox.Bind{{Src: "/nonexistent-src", Dst: "/data"}}})
+	if !errors.Is(err, sandbox.ErrUnavailable) {
 		t.Errorf("missing bind source: %v", err)
 	}
 }
 
 func TestNoBwrap(t *testing.T) {
-	_, err := New(Config{Bwrap: "/nonexistent/bwrap", TempDir: t.TempDir()})
-	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "apt install bubblewrap") {
+	_, err := sandbox.New(sandbox.Config{Bwrap: "/nonexistent/bwrap", TempDir: t.TempDir()})
+	if !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "apt install bubblewrap") {
 		t.Fatalf("err = %v", err)
 	}
-	if _, err := New(Config{TempDir: t.TempDir(), Python: "/opt/py/bin/python3"}); err == nil {
+	if _, err := sandbox.New(sandbox.Config{TempDir: t.TempDir(), Python: "/opt/py/bin/python3"}); err == nil {
 		t.Fatal("python outside /usr accepted")
-	}
-}
-
-func TestDiagnose(t *testing.T) {
-	for msg, want := range map[string]string{
-		"bwrap: No permissions to create new namespace, likely because the kernel does not allow non-privileged user namespaces": "user namespaces",
-		"bwrap: Can't mount proc on /newroot/proc: Operation not permitted":                                                      "ProtectKernelTunables",
-		"bwrap: setting up uid map: Permission denied":                                                                           "user namespaces",
-	} {
-		err := diagnose(fmt.Errorf("%w: %s", ErrUnavailable, msg))
-		if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), want) {
-			t.Errorf("%s: %v", msg, err)
-		}
 	}
 }
 
