@@ -85,6 +85,7 @@ type Config struct {
 	Security   Security             `toml:"security"`
 	WeCom      WeCom                `toml:"wecom"`
 	Voice      Voice                `toml:"voice"`
+	Sandbox    Sandbox              `toml:"sandbox"`
 	MCPServers map[string]MCPServer `toml:"mcp_servers"`
 
 	loc *time.Location // agent.timezone, loaded during validation
@@ -181,6 +182,36 @@ type WeCom struct {
 	APIBase        string   `toml:"api_base" secret:"url"`
 	Debounce       Duration `toml:"debounce"`
 }
+
+// Sandbox is the [sandbox] section: the bounds of every sandboxed run
+// (exec, read_document's PDF converter, the video tools).
+type Sandbox struct {
+	// Network is "off" (default: runs have no network at all) or "on"
+	// (a run that asks for it shares the box's network).
+	Network string `toml:"network"`
+	// Timeout is an exec run's wall time, and the most timeout_s may ask.
+	Timeout Duration `toml:"timeout"`
+	// MemoryMB bounds each process's address space.
+	MemoryMB     int `toml:"memory_mb"`
+	CPUSeconds   int `toml:"cpu_seconds"`
+	MaxProcesses int `toml:"max_processes"`
+	// MaxOutputKB is how much of stdout and of stderr a run keeps; a run
+	// printing more is stopped.
+	MaxOutputKB int `toml:"max_output_kb"`
+	// MaxFileMB is the largest file a run may write.
+	MaxFileMB int `toml:"max_file_mb"`
+	// MaxRuns bounds the runs at once; more wait.
+	MaxRuns int `toml:"max_runs"`
+	// Python is what python3 names inside: a program name found in
+	// /usr/local/bin or /usr/bin, or an absolute path under /usr.
+	Python string `toml:"python"`
+}
+
+// Sandbox network settings.
+const (
+	NetworkOff = "off"
+	NetworkOn  = "on"
+)
 
 // Voice is the [voice] section.
 type Voice struct {
@@ -297,6 +328,14 @@ const (
 	defaultDMPolicy          = DMPairing
 	defaultWeComAPIBase      = "https://qyapi.weixin.qq.com"
 	defaultDebounce          = 3 * time.Second
+	defaultSandboxTimeout    = 60 * time.Second
+	defaultSandboxMemoryMB   = 512
+	defaultSandboxCPUSeconds = 60
+	defaultSandboxProcesses  = 64
+	defaultSandboxOutputKB   = 64
+	defaultSandboxFileMB     = 100
+	defaultSandboxRuns       = 4
+	defaultSandboxPython     = "python3"
 )
 
 // Default returns the configuration an empty config.toml yields, before
@@ -356,6 +395,17 @@ func Default() *Config {
 			VADModel:           defaultVADModel,
 			PartialTranscripts: true,
 			TTSVoice:           defaultTTSVoice,
+		},
+		Sandbox: Sandbox{
+			Network:      NetworkOff,
+			Timeout:      Duration{defaultSandboxTimeout},
+			MemoryMB:     defaultSandboxMemoryMB,
+			CPUSeconds:   defaultSandboxCPUSeconds,
+			MaxProcesses: defaultSandboxProcesses,
+			MaxOutputKB:  defaultSandboxOutputKB,
+			MaxFileMB:    defaultSandboxFileMB,
+			MaxRuns:      defaultSandboxRuns,
+			Python:       defaultSandboxPython,
 		},
 		loc: time.UTC,
 	}

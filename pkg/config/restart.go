@@ -34,5 +34,8 @@ func RestartKeys(a, b *Config) []string {
 	if a.Voice.VAD != b.Voice.VAD || a.Voice.VADModel != b.Voice.VADModel {
 		keys = append(keys, "voice.vad")
 	}
+	if a.Sandbox != b.Sandbox {
+		keys = append(keys, "sandbox")
+	}
 	return keys
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -49,6 +50,7 @@ func (p *parser) validate(c *Config) {
 	p.validateSecurity(c)
 	p.validateWeCom(c)
 	p.validateVoice(c)
+	p.validateSandbox(c)
 	p.validateMCP(c)
 }
 
@@ -303,6 +305,26 @@ func (p *parser) validateMemory(c *Config) {
 		"must be greater than 0 and at most 1, not %v", m.DedupThreshold)
 	p.check("memory.retrieval_top_k", m.RetrievalTopK >= 1 && m.RetrievalTopK <= maxTopK,
 		"must be between 1 and %d, not %d", maxTopK, m.RetrievalTopK)
+}
+
+func (p *parser) validateSandbox(c *Config) {
+	s := &c.Sandbox
+	p.check("sandbox.network", oneOf(s.Network, []string{NetworkOff, NetworkOn}), "must be \"off\" or \"on\", not %q", s.Network)
+	p.check("sandbox.timeout", s.Timeout.Duration >= time.Second && s.Timeout.Duration <= time.Hour, "must be between 1s and 1h, not %q", s.Timeout.String())
+	p.check("sandbox.memory_mb", s.MemoryMB >= 64 && s.MemoryMB <= 16384, "must be between 64 and 16384, not %d", s.MemoryMB)
+	p.check("sandbox.cpu_seconds", s.CPUSeconds >= 1 && s.CPUSeconds <= 3600, "must be between 1 and 3600, not %d", s.CPUSeconds)
+	p.check("sandbox.max_processes", s.MaxProcesses >= 4 && s.MaxProcesses <= 4096, "must be between 4 and 4096, not %d", s.MaxProcesses)
+	p.check("sandbox.max_output_kb", s.MaxOutputKB >= 1 && s.MaxOutputKB <= 10240, "must be between 1 and 10240, not %d", s.MaxOutputKB)
+	p.check("sandbox.max_file_mb", s.MaxFileMB >= 1 && s.MaxFileMB <= 65536, "must be between 1 and 65536, not %d", s.MaxFileMB)
+	p.check("sandbox.max_runs", s.MaxRuns >= 1 && s.MaxRuns <= 64, "must be between 1 and 64, not %d", s.MaxRuns)
+	py := s.Python
+	ok := py != "" && len(py) <= 200 && !strings.ContainsAny(py, " \t\n\"'$`;|&")
+	if strings.HasPrefix(py, "/") {
+		ok = ok && strings.HasPrefix(filepath.Clean(py), "/usr/")
+	} else {
+		ok = ok && !strings.Contains(py, "/")
+	}
+	p.check("sandbox.python", ok, "must be a program name such as python3 or an absolute path under /usr (only /usr is visible in the sandbox), not %q", py)
 }
 
 func (p *parser) validateSecurity(c *Config) {
