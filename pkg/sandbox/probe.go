@@ -26,7 +26,7 @@ func (s *Sandbox) Probe(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	res, err := s.Run(ctx, Spec{
-		Argv:   []string{"/bin/sh", "-c", `echo sh-ok; "$0" -c 'print("py-ok")'`, s.python},
+		Argv:   []string{"/bin/sh", "-c", `echo sh-ok; : > /dev/null && echo null-ok; "$0" -c 'print("py-ok")'`, s.python},
 		Work:   work,
 		Limits: Limits{Timeout: 15 * time.Second},
 	})
@@ -37,6 +37,8 @@ func (s *Sandbox) Probe(ctx context.Context) error {
 	switch {
 	case !strings.Contains(out, "sh-ok"):
 		return fmt.Errorf("%w: a shell did not run in the sandbox (exit %d): %s", ErrUnavailable, res.Exit, firstLine(string(res.Stderr)))
+	case !strings.Contains(out, "null-ok"):
+		return fmt.Errorf("%w: /dev/null is not writable in the sandbox (%s): it must be mode 0666 on the host (chmod 666 /dev/null)", ErrUnavailable, firstLine(string(res.Stderr)))
 	case !strings.Contains(out, "py-ok"):
 		return fmt.Errorf("%w: %s does not run in the sandbox (%s): install python3 (apt install python3) or set sandbox.python", ErrUnavailable, s.python, firstLine(string(res.Stderr)))
 	}
