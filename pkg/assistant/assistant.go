@@ -62,6 +62,9 @@ type Deps struct {
 	Components func() map[string]string
 	Started    time.Time
 	SysRoot    string // sysfs for the self-check's thermal zones; "" = /sys
+	// Bwrap is the bubblewrap binary of the sandbox; "" finds bwrap in
+	// PATH.
+	Bwrap string
 }
 
 // Assistant is the running pipeline. A zero Assistant made by Failed
@@ -83,6 +86,7 @@ type Assistant struct {
 	mcp      *mcpPart
 	sched    *schedPart
 	checks   *selfCheckPart
+	sandbox  *sandboxPart
 }
 
 // maxConcurrentTurns sizes the runner for the 2 GB budget: at most this
@@ -153,6 +157,7 @@ func New(cfg *config.Config, d Deps) (_ *Assistant, err error) {
 	if err := a.Register(agent.MessageTool(a.Recipients(), a.sendOut)); err != nil {
 		return nil, err
 	}
+	a.sandbox = a.newSandboxPart(cfg) // its tools come with Start, once it proved to work
 	a.memory = memory.New(d.Store.DB(), memory.Config{
 		DedupThreshold: cfg.Memory.DedupThreshold,
 		TopK:           cfg.Memory.RetrievalTopK,
@@ -249,6 +254,7 @@ func (a *Assistant) Start(ctx context.Context) error {
 	if err := a.unavailable(); err != nil {
 		return err
 	}
+	a.startSandbox(ctx)
 	a.enforceJobRecipients(ctx)
 	if err := a.sched.s.Start(ctx); err != nil {
 		a.d.Health.Register("scheduler", func(context.Context) error { return err })

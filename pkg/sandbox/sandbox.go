@@ -234,6 +234,13 @@ func New(cfg Config) (*Sandbox, error) {
 	if err := os.Chmod(s.cfg.TempDir, 0o750); err != nil {
 		return nil, fmt.Errorf("sandbox: temp dir: %w", err)
 	}
+	// What runs left when the daemon was killed mid-run.
+	for _, pat := range []string{"run-*", "probe-*"} {
+		old, _ := filepath.Glob(filepath.Join(s.cfg.TempDir, pat))
+		for _, d := range old {
+			removeAll(d)
+		}
+	}
 	return s, nil
 }
 

@@ -1,0 +1,120 @@
+package assistant
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"agent/pkg/config"
+	"agent/pkg/health"
+	"agent/pkg/sandbox"
+	"agent/pkg/shell"
+	"agent/pkg/tools"
+)
+
+// sandboxPart holds the sandbox and the tools that need it. They are
+// registered only once the sandbox has proved it works (Probe): without a
+// usable bwrap the model is never offered exec or the video tools, and
+// nothing runs unsandboxed.
+type sandboxPart struct {
+	sb *sandbox.Sandbox // nil when the sandbox could not be built
+
+	mu  sync.Mutex
+	err error // why the tools are not offered; nil once they are
+}
+
+// SandboxFromConfig is the sandbox config.toml's [sandbox] describes,
+// with its per-run directories under the state dir.
+func SandboxFromConfig(cfg *config.Config, c sandbox.Config) sandbox.Config {
+	s := cfg.Sandbox
+	c.Limits = sandbox.Limits{
+		Timeout:    s.Timeout.Duration,
+		CPUSeconds: s.CPUSeconds,
+		MemoryMB:   s.MemoryMB,
+		MaxProcs:   s.MaxProcesses,
+		FileMB:     s.MaxFileMB,
+		OutputKB:   s.MaxOutputKB,
+	}
+	c.Network = s.Network == config.NetworkOn
+	c.Python = s.Python
+	c.MaxRuns = s.MaxRuns
+	if c.TempDir == "" {
+		c.TempDir = filepath.Join(cfg.Agent.StateDir, "sandbox")
+	}
+	return c
+}
+
+// newSandboxPart builds the sandbox (not yet probed).
+func (a *Assistant) newSandboxPart(cfg *config.Config) *sandboxPart {
+	p := &sandboxPart{err: errors.New("not checked yet")}
+	sb, err := sandbox.New(SandboxFromConfig(cfg, sandbox.Config{Bwrap: a.d.Bwrap, Clock: a.clock, Logger: a.logger.With("component", "sandbox")}))
+	if err != nil {
+		p.err = err
+		return p
+	}
+	p.sb = sb
+	return p
+}
+
+// sandboxTools are the tools that run in the sandbox.
+func (a *Assistant) sandboxTools(cfg *config.Config) []tools.Tool {
+	sb := a.sandbox.sb
+	return []tools.Tool{
+		shell.Tool(shell.Config{
+			Runner: sb, Spaces: a.spaces, Timeout: cfg.Sandbox.Timeout.Duration,
+			Network: sb.NetworkAllowed(), Python: sb.Python(),
+			Logger: a.logger.With("component", "exec"),
+		}),
+	}
+}
+
+// startSandbox probes the sandbox and, when it works, offers its tools.
+// Its state is the "sandbox" health component: degraded, with the reason
+// and the fix, when the tools are not offered.
+func (a *Assistant) startSandbox(ctx context.Context) {
+	p := a.sandbox
+	a.d.Health.Register("sandbox", func(context.Context) error {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.err != nil {
+			return fmt.Errorf("%w: exec, documents (PDF) and video tools are not offered: %v", health.ErrDegraded, p.err)
+		}
+		return nil
+	})
+	if p.sb == nil {
+		a.logger.Warn("sandbox unavailable: exec, PDF reading and the video tools are not offered (agentctl doctor explains)", "err", p.err)
+		return
+	}
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err := p.sb.Probe(pctx)
+	cancel()
+	if err == nil {
+		err = a.Register(a.sandboxTools(a.config())...)
+	}
+	p.mu.Lock()
+	p.err = err
+	p.mu.Unlock()
+	if err != nil {
+		a.logger.Warn("sandbox unavailable: exec, PDF reading and the video tools are not offered (agentctl doctor explains)", "err", err)
+		return
+	}
+	lim := p.sb.Limits()
+	a.logger.Info("sandbox ready", "network", p.sb.NetworkAllowed(), "timeout", lim.Timeout, "memory_mb", lim.MemoryMB, "max_processes", lim.MaxProcs)
+}
+
+// Sandbox is the sandbox when it works, or nil and why not.
+func (a *Assistant) Sandbox() (*sandbox.Sandbox, error) {
+	if a.sandbox == nil {
+		return nil, a.unavailable()
+	}
+	p := a.sandbox
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.err != nil {
+		return nil, p.err
+	}
+	return p.sb, nil
+}
