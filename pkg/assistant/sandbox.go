@@ -26,31 +26,13 @@ type sandboxPart struct {
 	err error // why the tools are not offered; nil once they are
 }
 
-// SandboxFromConfig is the sandbox config.toml's [sandbox] describes,
-// with its per-run directories under the state dir.
-func SandboxFromConfig(cfg *config.Config, c sandbox.Config) sandbox.Config {
-	s := cfg.Sandbox
-	c.Limits = sandbox.Limits{
-		Timeout:    s.Timeout.Duration,
-		CPUSeconds: s.CPUSeconds,
-		MemoryMB:   s.MemoryMB,
-		MaxProcs:   s.MaxProcesses,
-		FileMB:     s.MaxFileMB,
-		OutputKB:   s.MaxOutputKB,
-	}
-	c.Network = s.Network == config.NetworkOn
-	c.Python = s.Python
-	c.MaxRuns = s.MaxRuns
-	if c.TempDir == "" {
-		c.TempDir = filepath.Join(cfg.Agent.StateDir, "sandbox")
-	}
-	return c
-}
-
 // newSandboxPart builds the sandbox (not yet probed).
 func (a *Assistant) newSandboxPart(cfg *config.Config) *sandboxPart {
 	p := &sandboxPart{err: errors.New("not checked yet")}
-	sb, err := sandbox.New(SandboxFromConfig(cfg, sandbox.Config{Bwrap: a.d.Bwrap, Clock: a.clock, Logger: a.logger.With("component", "sandbox")}))
+	sb, err := sandbox.New(sandbox.FromConfig(cfg.Sandbox, sandbox.Config{
+		Bwrap: a.d.Bwrap, TempDir: filepath.Join(cfg.Agent.StateDir, "sandbox"),
+		Clock: a.clock, Logger: a.logger.With("component", "sandbox"),
+	}))
 	if err != nil {
 		p.err = err
 		return p

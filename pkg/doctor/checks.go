@@ -41,6 +41,9 @@ type Env struct {
 	CgroupMemMax string
 	// SkipModels skips loading models (they may take seconds on a Jetson).
 	SkipModels bool
+	// Bwrap is the bubblewrap binary the sandbox check uses; "" finds
+	// bwrap in PATH.
+	Bwrap string
 }
 
 func (e Env) withDefaults() Env {
@@ -80,6 +83,7 @@ func Checks(e Env) []Check {
 		Check{"wecom", e.checkWeCom},
 		Check{"http_access", e.checkAccess}, // access.go
 		Check{"mcp", e.checkMCP},
+		Check{"sandbox", e.checkSandbox}, // sandbox.go
 		Check{"daemon", e.checkDaemon},
 		Check{"self_check", e.checkSelfCheck}, // selfcheck.go
 		Check{"disk", e.checkDisk},
