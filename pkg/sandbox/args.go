@@ -128,6 +128,9 @@ func (s *Sandbox) args(spec Spec, lim Limits, run, tmp string) ([]string, error)
 		a = append(a, "--remount-ro", "/dev")
 	}
 	a = append(a, "--chdir", "/work", "--")
+	// The kernel's out-of-memory killer takes the run's processes (all
+	// inherit the score) before the daemon's.
+	a = append(a, "/bin/sh", "-c", `echo 1000 > /proc/self/oom_score_adj; exec "$@"`, "sandbox")
 	a = append(a, s.prlimitArgv(lim)...)
 	return append(a, spec.Argv...), nil
 }

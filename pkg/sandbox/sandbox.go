@@ -407,9 +407,6 @@ func (s *Sandbox) start(ctx context.Context, args []string, spec Spec, lim Limit
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("%w: start bwrap: %v", ErrUnavailable, err)
 	}
-	// The kernel's out-of-memory killer takes a sandbox process before
-	// the daemon.
-	_ = os.WriteFile(fmt.Sprintf("/proc/%d/oom_score_adj", cmd.Process.Pid), []byte("1000"), 0)
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 

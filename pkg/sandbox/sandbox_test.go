@@ -61,6 +61,10 @@ func TestRunBasics(t *testing.T) {
 	if err != nil || string(b) != "made\n" {
 		t.Errorf("the run's file on the host: %q %v", b, err)
 	}
+	res = sh(t, s, sandbox.Spec{Work: work}, `cat /proc/self/oom_score_adj`)
+	if string(res.Stdout) != "1000\n" {
+		t.Errorf("oom_score_adj %q: the OOM killer would not take the run first", res.Stdout)
+	}
 	res = sh(t, s, sandbox.Spec{Work: work}, `python3 -c 'import sys; print(sum(range(10)), sys.version_info[0])'`)
 	if res.Exit != 0 || string(res.Stdout) != "45 3\n" {
 		t.Errorf("python3: exit %d %q %q", res.Exit, res.Stdout, res.Stderr)
