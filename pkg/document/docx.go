@@ -3,7 +3,6 @@ package document
 import (
 	"context"
 	"encoding/xml"
-	"errors"
 	"io"
 	"path"
 	"strconv"
@@ -20,12 +19,9 @@ func extractDOCX(ctx context.Context, data []byte, lim limits) (*Doc, error) {
 	if err != nil {
 		return nil, err
 	}
-	main, err := a.mainPart("word/document.xml")
+	main, err := a.mainPart("word/document.xml", "document", what)
 	if err != nil {
 		return nil, err
-	}
-	if !a.has(main) {
-		return nil, errors.New("not " + what + ": the archive has no word/document.xml")
 	}
 	rels, err := a.relsOf(main)
 	if err != nil {
@@ -245,7 +241,7 @@ func (w *docxWalker) end(t xml.EndElement) {
 			}
 		} else if parent := w.tables[len(w.tables)-2]; parent.in {
 			// A nested table becomes lines of its parent's cell.
-			parent.cell = append(parent.cell, strings.Join(tb.row, " \\| "))
+			parent.cell = append(parent.cell, strings.Join(tb.row, " | "))
 		}
 		tb.rows++
 		tb.row = tb.row[:0]

@@ -264,7 +264,8 @@ func (a *archive) relsOf(name string) ([]rel, error) {
 }
 
 // resolve turns a relationship target into a part name: relative to dir,
-// or absolute from the package root; "" for one that leaves the package.
+// or absolute from the package root ("..", as in any path, stops at the
+// root: the result names a part of this package or nothing).
 func resolve(dir, target string) string {
 	if target == "" {
 		return ""
@@ -304,14 +305,49 @@ func relByID(rels []rel, id string) string {
 }
 
 // mainPart returns the package's main part: the officeDocument
-// relationship of _rels/.rels, else fallback.
-func (a *archive) mainPart(fallback string) (string, error) {
+// relationship of _rels/.rels, else fallback; its root element must be
+// root ("document", "workbook", "presentation"), so that a Word file
+// named .xlsx says so. what names the expected file type for errors.
+func (a *archive) mainPart(fallback, root, what string) (string, error) {
 	rels, err := a.relsOf("")
 	if err != nil {
 		return "", err
 	}
+	name := fallback
 	if t := relByType(rels, "/officeDocument"); t != "" && a.has(t) {
-		return t, nil
+		name = t
 	}
-	return fallback, nil
+	if !a.has(name) {
+		return "", fmt.Errorf("not %s: the archive has no %s", what, fallback)
+	}
+	x, err := a.xml(name, a.lim.entryBytes)
+	if err != nil {
+		return "", err
+	}
+	defer x.Close()
+	for {
+		tok, err := x.next()
+		if err != nil {
+			if err == io.EOF {
+				return "", fmt.Errorf("not %s: %s is empty", what, name)
+			}
+			return "", err
+		}
+		if e, ok := tok.(xml.StartElement); ok {
+			if e.Name.Local == root {
+				return name, nil
+			}
+			if k, ok := roots[e.Name.Local]; ok {
+				return "", fmt.Errorf("not %s: the file is %s", what, k)
+			}
+			return "", fmt.Errorf("not %s: %s holds <%s>, not <%s>", what, name, e.Name.Local, root)
+		}
+	}
+}
+
+// roots names the file type of each Office main part's root element.
+var roots = map[string]string{
+	"document":     "a Word document (.docx)",
+	"workbook":     "an Excel workbook (.xlsx)",
+	"presentation": "a PowerPoint presentation (.pptx)",
 }

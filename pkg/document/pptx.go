@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/xml"
-	"errors"
 	"io"
 	"slices"
 	"strconv"
@@ -21,12 +20,9 @@ func extractPPTX(ctx context.Context, data []byte, lim limits) (*Doc, error) {
 	if err != nil {
 		return nil, err
 	}
-	pres, err := a.mainPart("ppt/presentation.xml")
+	pres, err := a.mainPart("ppt/presentation.xml", "presentation", what)
 	if err != nil {
 		return nil, err
-	}
-	if !a.has(pres) {
-		return nil, errors.New("not " + what + ": the archive has no ppt/presentation.xml")
 	}
 	rels, err := a.relsOf(pres)
 	if err != nil {

@@ -224,6 +224,10 @@ func Render(d *Doc, pages string, maxChars int) (string, error) {
 		for i := range d.Parts {
 			chosen = append(chosen, i)
 		}
+	} else if strings.TrimSpace(pages) == "" {
+		for i := range d.Parts { // all there is, though a PDF read by range holds only some
+			chosen = append(chosen, i)
+		}
 	} else {
 		sel, err := parsePages(pages, total, d.Unit)
 		if err != nil {

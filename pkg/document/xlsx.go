@@ -32,12 +32,9 @@ func extractXLSX(ctx context.Context, data []byte, lim limits) (*Doc, error) {
 	if err != nil {
 		return nil, err
 	}
-	wb, err := a.mainPart("xl/workbook.xml")
+	wb, err := a.mainPart("xl/workbook.xml", "workbook", what)
 	if err != nil {
 		return nil, err
-	}
-	if !a.has(wb) {
-		return nil, errors.New("not " + what + ": the archive has no xl/workbook.xml")
 	}
 	rels, err := a.relsOf(wb)
 	if err != nil {
