@@ -158,6 +158,9 @@ func New(cfg *config.Config, d Deps) (_ *Assistant, err error) {
 		return nil, err
 	}
 	a.sandbox = a.newSandboxPart(cfg) // its tools come with Start, once it proved to work
+	if err := a.Register(a.documentTool()); err != nil {
+		return nil, err
+	}
 	a.memory = memory.New(d.Store.DB(), memory.Config{
 		DedupThreshold: cfg.Memory.DedupThreshold,
 		TopK:           cfg.Memory.RetrievalTopK,

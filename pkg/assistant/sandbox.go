@@ -10,6 +10,7 @@ import (
 
 	"agent/pkg/config"
 	"agent/pkg/health"
+	"agent/pkg/readdoc"
 	"agent/pkg/sandbox"
 	"agent/pkg/shell"
 	"agent/pkg/tools"
@@ -51,6 +52,23 @@ func (a *Assistant) sandboxTools(cfg *config.Config) []tools.Tool {
 			Logger: a.logger.With("component", "exec"),
 		}),
 	}
+}
+
+// documentTool is read_document: offered always (Office files, CSV, HTML
+// and text are read in the daemon), reading PDFs only while the sandbox
+// works.
+func (a *Assistant) documentTool() tools.Tool {
+	return readdoc.Tool(readdoc.Config{
+		Spaces: a.spaces,
+		Sandbox: func() (readdoc.Runner, error) {
+			sb, err := a.Sandbox()
+			if err != nil {
+				return nil, err
+			}
+			return sb, nil
+		},
+		Logger: a.logger.With("component", "read_document"),
+	})
 }
 
 // startSandbox probes the sandbox and, when it works, offers its tools.

@@ -616,7 +616,8 @@ type View struct {
 }
 
 // View returns what a sandboxed run of call may see. A folder already at
-// its quota is an error wrapping ErrQuota.
+// its quota is an error wrapping ErrQuota, returned with a View whose Left
+// is 1 byte (a run that only reads may still use it).
 func (s *Spaces) View(call tools.Call) (View, error) {
 	scope, err := Scope(call)
 	if err != nil {
@@ -637,7 +638,9 @@ func (s *Spaces) View(call tools.Call) (View, error) {
 			return View{}, fmt.Errorf("workspace: %w", err)
 		}
 		if used >= q {
-			return View{}, fmt.Errorf("%w: your folder uses %s of %s; delete files you no longer need", ErrQuota, mib(used), mib(q))
+			// A run that only reads may still go: it may write 1 byte.
+			v.Left = 1
+			return v, fmt.Errorf("%w: your folder uses %s of %s; delete files you no longer need", ErrQuota, mib(used), mib(q))
 		}
 		v.Left = q - used
 	}

@@ -120,9 +120,9 @@ func (p *Processor) media(ctx context.Context, b *batch, r row, images int) medi
 	case wx.MsgVoice:
 		return p.transcribe(ctx, b, data, rel)
 	case wx.MsgVideo:
-		return mediaResult{text: fmt.Sprintf("[The user sent a video (%s), saved to %s]", sizeText(len(data)), rel)}
+		return mediaResult{text: fmt.Sprintf("[The user sent a video (%s), saved to %s; trim_video and add_bgm can edit it]", sizeText(len(data)), rel)}
 	}
-	return mediaResult{text: fmt.Sprintf("[The user sent a file %q (%s), saved to %s; read_file can open it if it is text]",
+	return mediaResult{text: fmt.Sprintf("[The user sent a file %q (%s), saved to %s; read_document reads it (PDF, Word, Excel, PowerPoint, CSV, HTML, text)]",
 		clean(m.FileName, 128), sizeText(len(data)), rel)}
 }
 

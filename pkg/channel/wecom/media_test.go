@@ -164,7 +164,7 @@ func TestInboundFileVideoLink(t *testing.T) {
 		}
 	}
 	in := r.conv.Turns()[0].Text
-	for _, want := range []string{`"../../report.pdf"`, "uploads/" + day + "-2201.pdf", "uploads/" + day + "-2202.mp4", "Go 1.26", "https://go.dev/doc/go1.26"} {
+	for _, want := range []string{`"../../report.pdf"`, "uploads/" + day + "-2201.pdf; read_document reads it", "uploads/" + day + "-2202.mp4; trim_video", "Go 1.26", "https://go.dev/doc/go1.26"} {
 		if !strings.Contains(in, want) {
 			t.Errorf("turn text lacks %q:\n%s", want, in)
 		}
