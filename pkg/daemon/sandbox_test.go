@@ -20,7 +20,7 @@ import (
 
 // execLLM runs "RUN: COMMAND" messages through exec and answers with the
 // tool's result, verbatim.
-func execLLM(t *testing.T) *llmtest.Server {
+func execLLM(t testing.TB) *llmtest.Server {
 	t.Helper()
 	return llmtest.NewFunc(t, func(r *llmtest.Request) llmtest.Reply {
 		last := r.Last()

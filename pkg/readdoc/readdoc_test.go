@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"agent/pkg/document/doctest"
 	"agent/pkg/nativetest"
@@ -161,3 +163,40 @@ func TestRefusals(t *testing.T) {
 	}
 }
 
+
+// BenchmarkReadPDF50 reads a 50-page PDF (CJK and ASCII text on every
+// page) whole through the tool: pdfinfo and pdftotext in the sandbox,
+// splitting, rendering.
+func BenchmarkReadPDF50(b *testing.B) {
+	nativetest.LookPath(b, "pdftotext", "poppler-utils")
+	spaces, err := workspace.Open(workspace.Config{Dir: sandboxtest.Dir(b)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := sandboxtest.New(b, nil)
+	tool := readdoc.Tool(readdoc.Config{Spaces: spaces, Sandbox: func() (readdoc.Runner, error) { return s, nil }})
+	pages := make([]string, 50)
+	for i := range pages {
+		pages[i] = fmt.Sprintf("第%d页 季度报告 Quarterly report page %d\n%s", i+1, i+1, strings.Repeat("revenue grew in every region 收入增长 ", 20))
+	}
+	dir, err := spaces.UserDir("wecom:alice")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "report.pdf"), doctest.PDF(pages), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	call := tools.Call{Args: json.RawMessage(`{"path":"report.pdf","max_chars":100000}`), User: "alice", Channel: "wecom"}
+	var ds []time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		out, err := tool.Handler(context.Background(), call)
+		ds = append(ds, time.Since(t0))
+		if err != nil || !strings.Contains(out, "第50页") {
+			b.Fatalf("%v %.200s", err, out)
+		}
+	}
+	slices.Sort(ds)
+	b.ReportMetric(float64(ds[len(ds)/2].Microseconds())/1000, "p50_ms")
+	b.ReportMetric(float64(ds[(len(ds)-1)*99/100].Microseconds())/1000, "p99_ms")
+}
