@@ -352,7 +352,7 @@ func TestHTML(t *testing.T) {
 <main><h1>季度   报告</h1><p>收入
    增长 <b>12%</b>&nbsp;本季度。</p>
 <h3>Details</h3>
-<ul><li>one</li><li>two<ol><li>sub a</li><li>sub b</li></ol></li></ul>
+<ul><li>one</li><li>two<ol><li>sub a</li><li>sub b</li></ol></li><li><p>para item</p></li></ul>
 <table><tr><th>地区</th><th>收入</th></tr><tr><td>华东<td>1,200<tr><td>华北<br>北京</td><td>9|9</td></tr></table>
 <pre>  code
     indented</pre>
@@ -360,7 +360,7 @@ func TestHTML(t *testing.T) {
 <iframe src="x">frame</iframe><p>end</p></main></body></html>`
 	d := extractOK(t, KindHTML, []byte(page))
 	text := d.Parts[0].Text
-	contains(t, text, "# 季度 报告\n", "收入 增长 12% 本季度。\n", "### Details\n", "- one\n- two\n  1. sub a\n  2. sub b\n",
+	contains(t, text, "# 季度 报告\n", "收入 增长 12% 本季度。\n", "### Details\n", "- one\n- two\n  1. sub a\n  2. sub b\n", "- para item\n",
 		"| 地区 | 收入 |\n| --- | --- |\n| 华东 | 1,200 |\n| 华北<br>北京 | 9\\|9 |\n", "  code\n    indented\n", "end")
 	for _, noise := range []string{"Site title", "color", "not text", "Home", "About", "secret", "★", "drawn", "enable js", "tmpl", "frame"} {
 		if strings.Contains(text, noise) {

@@ -176,6 +176,8 @@ func TestMalformed(t *testing.T) {
 	}{
 		{"docx not a zip", KindDOCX, []byte("This is plain text named .docx"), "not a zip archive"},
 		{"xlsx empty", KindXLSX, nil, "not a zip archive"},
+		{"pdf named docx", KindDOCX, doctest.PDF([]string{"x"}), "the file is a PDF (.pdf) (named wrongly)"},
+		{"old or encrypted", KindXLSX, []byte("\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"), "password-protected"},
 		{"damaged zip", KindPPTX, []byte("PK\x03\x04 and then nothing"), "damaged"},
 		{"docx without document", KindDOCX, zipOf(t, map[string]string{"a.txt": "x"}), "no word/document.xml"},
 		{"xlsx without workbook", KindXLSX, zipOf(t, map[string]string{"a.txt": "x"}), "no xl/workbook.xml"},

@@ -189,11 +189,14 @@ func (b *htmlBlock) text(s string, pre bool) {
 	}
 }
 
-// flush ends the line, writing it (with its prefix) when it has text.
+// flush ends the line, writing it (with its prefix) when it has text; a
+// line without text keeps its prefix for the next ("<li><p>x" is "- x").
 func (b *htmlBlock) flush() {
-	if b.curN > 0 {
-		b.out.line(b.prefix + b.cur.String())
+	if b.curN == 0 {
+		b.space = false
+		return
 	}
+	b.out.line(b.prefix + b.cur.String())
 	b.cur.Reset()
 	b.curN, b.space, b.prefix = 0, false, ""
 }

@@ -30,7 +30,13 @@ type archive struct {
 // file type for errors ("a Word document (.docx)").
 func openArchive(ctx context.Context, data []byte, lim limits, what string) (*archive, error) {
 	if !bytes.HasPrefix(data, []byte("PK")) {
-		return nil, fmt.Errorf("not %s: the file is not a zip archive, as such a file is (it may be an old 97-2003 file renamed, or damaged)", what)
+		switch k := sniff(data[:min(len(data), 4096)]); {
+		case bytes.HasPrefix(data, []byte("\xd0\xcf\x11\xe0")):
+			return nil, fmt.Errorf("not %s: the file is an old Office 97-2003 file or a password-protected one; save it again without a password in the new format", what)
+		case k == KindPDF || k == KindHTML:
+			return nil, fmt.Errorf("not %s: the file is %s (named wrongly); rename it", what, map[string]string{KindPDF: "a PDF (.pdf)", KindHTML: "a web page (.html)"}[k])
+		}
+		return nil, fmt.Errorf("not %s: the file is not a zip archive, as such a file is (it may be damaged, or another type named wrongly)", what)
 	}
 	// Every central directory record starts with this signature, so its
 	// count bounds the number of entries before zip.NewReader allocates

@@ -96,12 +96,11 @@ func extractCSV(ctx context.Context, data []byte, lim limits) (*Doc, error) {
 		if err == io.EOF {
 			break
 		}
-		if err != nil {
-			line, _ := r.FieldPos(0)
-			note = "(the rest could not be read: " + err.Error() + ")"
-			if len(rows) == 0 && line <= 1 {
+		if err != nil { // rare: quotes are read leniently
+			if len(rows) == 0 {
 				return nil, errors.New("not CSV: " + err.Error())
 			}
+			note = "(the rest could not be read: " + err.Error() + ")"
 			break
 		}
 		empty := true
