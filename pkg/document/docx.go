@@ -76,7 +76,10 @@ type docxTable struct {
 	row  []string // cells of the open row
 	cell []string // paragraphs of the open cell
 	in   bool     // a cell is open
-	span int      // the open cell's gridSpan
+	// cellBytes counts the open cell's text, to stop collecting what
+	// cellText would cut.
+	cellBytes int
+	span      int // the open cell's gridSpan
 }
 
 // run reads the document; unfinished reports a stop at the token budget.
@@ -181,7 +184,7 @@ func (w *docxWalker) start(x *xmlStream, t xml.StartElement) error {
 		}
 	case "tc":
 		if tb := w.table(); tb != nil {
-			tb.cell, tb.in, tb.span = nil, true, 1
+			tb.cell, tb.in, tb.span, tb.cellBytes = nil, true, 1, 0
 		}
 	case "gridSpan":
 		if tb := w.table(); tb != nil && tb.in {
@@ -223,7 +226,7 @@ func (w *docxWalker) end(t xml.EndElement) {
 			return
 		}
 		if len(tb.row) < w.lim.cols {
-			tb.row = append(tb.row, cellText(strings.Join(tb.cell, "\n"), w.lim.cellRunes))
+			tb.row = append(tb.row, truncRunes(strings.Join(tb.cell, "\n"), w.lim.cellRunes+1))
 			for i := 1; i < tb.span && len(tb.row) < w.lim.cols; i++ {
 				tb.row = append(tb.row, "")
 			}
@@ -235,13 +238,20 @@ func (w *docxWalker) end(t xml.EndElement) {
 			return
 		}
 		if len(w.tables) == 1 {
+			for i, c := range tb.row {
+				tb.row[i] = cellText(c, w.lim.cellRunes)
+			}
 			w.out.line(mdRow(tb.row))
 			if tb.rows == 0 {
 				w.out.line(mdSep(len(tb.row)))
 			}
 		} else if parent := w.tables[len(w.tables)-2]; parent.in {
 			// A nested table becomes lines of its parent's cell.
-			parent.cell = append(parent.cell, strings.Join(tb.row, " | "))
+			if parent.cellBytes <= 4*w.lim.cellRunes {
+				row := strings.ReplaceAll(strings.Join(tb.row, " | "), "\n", " ")
+				parent.cell = append(parent.cell, row)
+				parent.cellBytes += len(row)
+			}
 		}
 		tb.rows++
 		tb.row = tb.row[:0]
@@ -261,8 +271,9 @@ func (w *docxWalker) end(t xml.EndElement) {
 func (w *docxWalker) emit(p *docxPara) {
 	s := strings.TrimRight(p.text.text(), " \t\n")
 	if tb := w.table(); tb != nil {
-		if tb.in && s != "" && len(tb.cell) < 1000 {
-			tb.cell = append(tb.cell, s)
+		if tb.in && s != "" && tb.cellBytes <= 4*w.lim.cellRunes { // cellText cuts the rest
+			tb.cell = append(tb.cell, truncRunes(s, w.lim.cellRunes+1))
+			tb.cellBytes += len(s)
 		}
 		return
 	}

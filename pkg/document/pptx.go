@@ -159,12 +159,13 @@ func pptxText(a *archive, name string, t *textBuf, notes bool) (unfinished bool,
 	}
 	defer x.Close()
 	var (
-		shapes []pptxShape
-		paras  []*textBuf
-		tables [][][]string // open tables' rows
-		cell   []string     // paragraphs of the open cell
-		inCell bool
-		inT    int
+		shapes    []pptxShape
+		paras     []*textBuf
+		tables    [][][]string // open tables' rows
+		cell      []string     // paragraphs of the open cell
+		cellBytes int
+		inCell    bool
+		inT       int
 	)
 	shape := func() pptxShape {
 		if len(shapes) == 0 {
@@ -218,7 +219,7 @@ func pptxText(a *archive, name string, t *textBuf, notes bool) (unfinished bool,
 					tables[n-1] = append(tables[n-1], nil)
 				}
 			case "tc":
-				cell, inCell = nil, true
+				cell, inCell, cellBytes = nil, true, 0
 			}
 		case xml.EndElement:
 			switch e.Name.Local {
@@ -238,8 +239,9 @@ func pptxText(a *archive, name string, t *textBuf, notes bool) (unfinished bool,
 				switch {
 				case shape().skip || s == "":
 				case inCell:
-					if len(cell) < 1000 {
-						cell = append(cell, s)
+					if cellBytes <= 4*a.lim.cellRunes { // cellText cuts the rest
+						cell = append(cell, truncRunes(s, a.lim.cellRunes+1))
+						cellBytes += len(s)
 					}
 				case shape().title:
 					t.line("# " + strings.ReplaceAll(s, "\n", " "))
