@@ -14,6 +14,7 @@ import (
 	"agent/pkg/sandbox"
 	"agent/pkg/shell"
 	"agent/pkg/tools"
+	"agent/pkg/video"
 )
 
 // sandboxPart holds the sandbox and the tools that need it. They are
@@ -42,16 +43,21 @@ func (a *Assistant) newSandboxPart(cfg *config.Config) *sandboxPart {
 	return p
 }
 
-// sandboxTools are the tools that run in the sandbox.
+// sandboxTools are the tools that run in the sandbox: exec and the video
+// tools (trim_video, add_bgm, generate_video).
 func (a *Assistant) sandboxTools(cfg *config.Config) []tools.Tool {
 	sb := a.sandbox.sb
-	return []tools.Tool{
+	ts := []tools.Tool{
 		shell.Tool(shell.Config{
 			Runner: sb, Spaces: a.spaces, Timeout: cfg.Sandbox.Timeout.Duration,
 			Network: sb.NetworkAllowed(), Python: sb.Python(),
 			Logger: a.logger.With("component", "exec"),
 		}),
 	}
+	return append(ts, video.Tools(video.Config{
+		Runner: sb, Spaces: a.spaces, Clock: a.clock,
+		Logger: a.logger.With("component", "video"),
+	})...)
 }
 
 // documentTool is read_document: offered always (Office files, CSV, HTML

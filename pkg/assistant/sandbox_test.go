@@ -50,8 +50,11 @@ func TestExecInTheAgentLoop(t *testing.T) {
 	if err != nil || len(replies) == 0 || replies[len(replies)-1] != "It is 42." {
 		t.Fatalf("replies %q, %v", replies, err)
 	}
-	if !strings.Contains(strings.Join(srv.Request(0).ToolNames(), ","), "exec") {
-		t.Errorf("exec not offered: %v", srv.Request(0).ToolNames())
+	offered := "," + strings.Join(srv.Request(0).ToolNames(), ",") + ","
+	for _, name := range []string{"exec", "read_document", "trim_video", "add_bgm", "generate_video"} {
+		if !strings.Contains(offered, ","+name+",") {
+			t.Errorf("%s not offered: %s", name, offered)
+		}
 	}
 	res := srv.Request(1).Last()
 	if res.Role != "tool" || !strings.Contains(res.Content, "exit status: 0") || !strings.Contains(res.Content, "42") || !strings.Contains(res.Content, "files created: answer.txt") {
@@ -67,8 +70,13 @@ func TestNoSandboxNoExec(t *testing.T) {
 	if _, err := a.Sandbox(); err == nil || !strings.Contains(err.Error(), "apt install bubblewrap") {
 		t.Fatalf("sandbox: %v", err)
 	}
-	if _, ok := a.reg.Get("exec"); ok {
-		t.Fatal("exec registered without a sandbox")
+	for _, name := range []string{"exec", "trim_video", "add_bgm", "generate_video"} {
+		if _, ok := a.reg.Get(name); ok {
+			t.Fatalf("%s registered without a sandbox", name)
+		}
+	}
+	if _, ok := a.reg.Get("read_document"); !ok {
+		t.Fatal("read_document not offered: it reads all but PDFs without a sandbox")
 	}
 	rep := a.d.Health.Run(context.Background())
 	if c := checkOf(rep, "sandbox"); c.Status != health.Degraded || !strings.Contains(c.Detail, "bubblewrap") || !rep.Healthy {
