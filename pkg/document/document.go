@@ -226,7 +226,7 @@ func Extract(ctx context.Context, kind string, data []byte) (*Doc, error) {
 // extract is Extract under lim (tests shrink the limits).
 func extract(ctx context.Context, kind string, data []byte, lim limits) (*Doc, error) {
 	if len(data) > MaxFileBytes {
-		return nil, fmt.Errorf("%s: the file is %s; %w: the limit is %s", kind, sizeString(int64(len(data))), ErrTooLarge, sizeString(MaxFileBytes))
+		return nil, fmt.Errorf("%s: the file is %s, %w: the limit is %s", kind, sizeString(int64(len(data))), ErrTooLarge, sizeString(MaxFileBytes))
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err

@@ -42,14 +42,14 @@ func openArchive(ctx context.Context, data []byte, lim limits, what string) (*ar
 	// count bounds the number of entries before zip.NewReader allocates
 	// them; it cannot be lied about.
 	if n := bytes.Count(data, []byte("PK\x01\x02")); n > lim.entries {
-		return nil, fmt.Errorf("not %s: the archive has more than %s entries; refusing it (%w)", what, thousands(lim.entries), ErrTooLarge)
+		return nil, fmt.Errorf("not %s: the archive has more than %s entries, %w for an Office file", what, thousands(lim.entries), ErrTooLarge)
 	}
 	zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
 	if err != nil {
 		return nil, fmt.Errorf("not %s: the zip archive is damaged (%v)", what, err)
 	}
 	if len(zr.File) > lim.entries {
-		return nil, fmt.Errorf("not %s: the archive has %s entries, more than %s; refusing it (%w)", what, thousands(len(zr.File)), thousands(lim.entries), ErrTooLarge)
+		return nil, fmt.Errorf("not %s: the archive has more than %s entries, %w for an Office file", what, thousands(lim.entries), ErrTooLarge)
 	}
 	a := &archive{ctx: ctx, lim: lim, files: make(map[string]*zip.File, len(zr.File))}
 	for _, f := range zr.File {
@@ -77,10 +77,10 @@ func (a *archive) open(name string, limit int64) (io.ReadCloser, error) {
 	}
 	left := a.lim.totalBytes - a.read
 	if f.UncompressedSize64 > uint64(limit) {
-		return nil, fmt.Errorf("%s is too large when unpacked (%s; the limit is %s): %w", name, sizeString(int64(min(f.UncompressedSize64, 1<<62))), sizeString(limit), ErrTooLarge)
+		return nil, fmt.Errorf("%s is %w when unpacked (%s; the limit is %s)", name, ErrTooLarge, sizeString(int64(min(f.UncompressedSize64, 1<<62))), sizeString(limit))
 	}
 	if f.UncompressedSize64 > uint64(max(left, 0)) {
-		return nil, fmt.Errorf("the archive is too large when unpacked (more than %s in all): %w", sizeString(a.lim.totalBytes), ErrTooLarge)
+		return nil, fmt.Errorf("the archive is %w when unpacked (more than %s in all)", ErrTooLarge, sizeString(a.lim.totalBytes))
 	}
 	rc, err := f.Open()
 	if err != nil {
@@ -105,12 +105,12 @@ func (r *boundedReader) Read(p []byte) (int, error) {
 	r.a.read += int64(n)
 	switch {
 	case r.n > r.limit:
-		return 0, fmt.Errorf("%s is too large when unpacked (more than %s): %w", r.name, sizeString(r.limit), ErrTooLarge)
+		return 0, fmt.Errorf("%s is %w when unpacked (more than %s)", r.name, ErrTooLarge, sizeString(r.limit))
 	case r.a.read > r.a.lim.totalBytes:
-		return 0, fmt.Errorf("the archive is too large when unpacked (more than %s in all): %w", sizeString(r.a.lim.totalBytes), ErrTooLarge)
+		return 0, fmt.Errorf("the archive is %w when unpacked (more than %s in all)", ErrTooLarge, sizeString(r.a.lim.totalBytes))
 	}
 	if err != nil && err != io.EOF {
-		err = fmt.Errorf("%s cannot be unpacked: %v", r.name, err)
+		err = fmt.Errorf("cannot be unpacked, the archive is damaged (%v)", err)
 	}
 	return n, err
 }
