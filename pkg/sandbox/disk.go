@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -39,10 +40,20 @@ func usage(dir string, _ int) (int64, error) {
 
 // handOver makes dir and everything in it owned by uid:gid, so that a
 // sandbox running as that account can use the folder. Symbolic links are
-// changed themselves, never followed.
+// changed themselves, never followed. The walk goes through an os.Root:
+// a run of the same folder swapping a directory for a link to a host
+// directory meanwhile cannot make it chown anything outside dir.
 func handOver(dir string, uid, gid int) error {
-	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	return fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil // gone meanwhile
+			}
 			return err
 		}
 		fi, err := d.Info()
@@ -52,7 +63,7 @@ func handOver(dir string, uid, gid int) error {
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) == uid && int(st.Gid) == gid {
 			return nil
 		}
-		if err := os.Lchown(p, uid, gid); err != nil && !os.IsNotExist(err) {
+		if err := root.Lchown(p, uid, gid); err != nil && !os.IsNotExist(err) {
 			return err
 		}
 		return nil
