@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -199,11 +200,18 @@ type entry struct {
 
 // snapshot maps the folder's paths (relative, slash-separated) to their
 // size and modification time; nil when the folder holds more than
-// maxSnapshot entries (too many to compare).
+// maxSnapshot entries (too many to compare). It walks through an os.Root:
+// a directory another run swaps for a link meanwhile does not lead it
+// out of the folder.
 func snapshot(dir string) map[string]entry {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil
+	}
+	defer root.Close()
 	m := map[string]entry{}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || p == dir {
+	err = fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == "." {
 			return nil
 		}
 		if len(m) >= maxSnapshot {
@@ -213,8 +221,7 @@ func snapshot(dir string) map[string]entry {
 		if err != nil {
 			return nil
 		}
-		rel, _ := filepath.Rel(dir, p)
-		m[filepath.ToSlash(rel)] = entry{size: fi.Size(), mtime: fi.ModTime(), dir: d.IsDir()}
+		m[p] = entry{size: fi.Size(), mtime: fi.ModTime(), dir: d.IsDir()}
 		return nil
 	})
 	if err != nil || len(m) >= maxSnapshot {
