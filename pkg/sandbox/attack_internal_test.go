@@ -70,3 +70,54 @@ func TestHandOverRaceWithSymlinkSwap(t *testing.T) {
 		}
 	}
 }
+
+// The disk watchdog measures a run's folder every 250 ms while another run
+// of the folder may swap a directory for a link to a host directory: the
+// measurement must stay in the folder (not walk the host's tree, counting
+// what lies there).
+func TestUsageRaceWithSymlinkSwap(t *testing.T) {
+	base := t.TempDir()
+	folder := filepath.Join(base, "folder")
+	outside := filepath.Join(base, "outside")
+	for _, d := range []string{folder, outside, filepath.Join(folder, "zz")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 500 {
+		if err := os.WriteFile(filepath.Join(folder, fmt.Sprintf("pad%04d", i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A sparse host file that would count as a terabyte.
+	f, err := os.Create(filepath.Join(outside, "huge"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(1 << 40); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if err := os.Symlink(outside, filepath.Join(folder, "zz.l")); err != nil {
+		t.Fatal(err)
+	}
+	var stop atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		zz, d, l := filepath.Join(folder, "zz"), filepath.Join(folder, "zz.d"), filepath.Join(folder, "zz.l")
+		for !stop.Load() {
+			_ = os.Rename(zz, d)
+			_ = os.Rename(l, zz)
+			_ = os.Rename(zz, l)
+			_ = os.Rename(d, zz)
+		}
+	}()
+	defer func() { stop.Store(true); <-done }()
+	deadline := time.Now().Add(2 * time.Second)
+	for i := 0; time.Now().Before(deadline); i++ {
+		if n, _ := usage(folder, 0); n >= 1<<39 {
+			t.Fatalf("measurement %d followed a swapped-in symbolic link: %d bytes", i, n)
+		}
+	}
+}

@@ -14,11 +14,18 @@ const maxWalk = 200_000
 
 // usage is the bytes under dir (files' sizes plus a block per entry, so
 // that a million empty files count too), stopping at maxWalk entries with
-// what it saw so far plus a large penalty.
+// what it saw so far plus a large penalty. It walks through an os.Root:
+// a directory a run swaps for a link to a host directory meanwhile does
+// not lead it out of dir.
 func usage(dir string, _ int) (int64, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return 0, err
+	}
+	defer root.Close()
 	var total int64
 	n := 0
-	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+	err = fs.WalkDir(root.FS(), ".", func(_ string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return nil // unreadable: skip, keep measuring the rest
 		}
