@@ -3,6 +3,7 @@ package document
 import (
 	"context"
 	"errors"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -445,3 +446,42 @@ func TestExtractPDFAndUnknownKinds(t *testing.T) {
 
 // itoa is strconv.Itoa, short for tests.
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// TestOfficeSuiteFiles reads files an office suite wrote (LibreOffice
+// 7.4, from testdata/libreoffice: rich.docx from rich.html, data.xlsx from
+// data.csv, slides.pptx from a doctest.PPTX file re-saved), with their own
+// styles, numbering, date formats and layouts:
+//
+//	soffice --headless --convert-to 'docx:MS Word 2007 XML' rich.html
+//	soffice --headless --infilter='CSV:44,34,76,1,,0,false,true' --convert-to 'xlsx:Calc MS Excel 2007 XML' data.csv
+//	soffice --headless --convert-to 'pptx:Impress MS PowerPoint 2007 XML' slides.pptx
+func TestOfficeSuiteFiles(t *testing.T) {
+	tests := []struct {
+		file, kind, want string
+	}{
+		{"rich.docx", KindDOCX, "# 季度报告\n本季度收入增长 12%，利润率提升。\n## 要点\n- 华东市场扩张\n- 新产品上线\n- 第一步\n- 第二步\n\n" +
+			"| 地区 | 收入 |\n| --- | --- |\n| 华东 | 1,200 |\n| 华北 | 980 |\n\n结论：继续投入。"},
+		{"data.xlsx", KindXLSX, "--- Sheet: data (1 of 1) ---\n| 日期 | 项目 | 金额 | 占比 |\n| --- | --- | --- | --- |\n" +
+			"| 2024-01-15 | 房租 | 1200.5 | 12.5% |\n| 2024-02-01 | 水电 | -30 | 3% |"},
+		{"slides.pptx", KindPPTX, "--- Slide 1 of 2 ---\n# 季度报告\n收入增长 12%\n下一步\n\n--- Slide 2 of 2 ---\n# 第二页"},
+		// The sources read the same.
+		{"rich.html", KindHTML, "# 季度报告\n\n本季度收入增长 12%，利润率提升。\n\n## 要点\n\n- 华东市场扩张\n- 新产品上线\n1. 第一步\n2. 第二步\n\n" +
+			"| 地区 | 收入 |\n| --- | --- |\n| 华东 | 1,200 |\n| 华北 | 980 |\n\n结论：继续投入。"},
+		{"data.csv", KindCSV, "| 日期 | 项目 | 金额 | 占比 |\n| --- | --- | --- | --- |\n| 2024-01-15 | 房租 | 1200.5 | 12.5% |\n| 2024-02-01 | 水电 | -30 | 3% |"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			data, err := os.ReadFile("testdata/libreoffice/" + tt.file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if k, err := Kind("upload", data[:min(len(data), 4096)]); k != tt.kind && tt.kind != KindCSV {
+				t.Errorf("sniffed %q, %v; want %q", k, err, tt.kind)
+			}
+			out, err := Render(extractOK(t, tt.kind, data), "", 0)
+			if err != nil || out != tt.want {
+				t.Errorf("got %q, %v\nwant %q", out, err, tt.want)
+			}
+		})
+	}
+}
