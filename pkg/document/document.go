@@ -326,9 +326,6 @@ type textBuf struct {
 	started bool
 }
 
-// full reports whether nothing more is kept.
-func (t *textBuf) full() bool { return t.n >= t.limit }
-
 // write appends s, or counts what does not fit.
 func (t *textBuf) write(s string) {
 	if s == "" {
