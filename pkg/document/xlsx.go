@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // maxSharedStrings bounds the shared strings kept; cells naming a later
@@ -322,6 +323,7 @@ func (sr *sheetReader) read(a *archive, name string, t *textBuf) (unfinished boo
 		inCell    bool
 		inV, inT  int
 		val       = &textBuf{}
+		held      int // runes of the cells in rows and row
 	)
 	lim := sr.lim
 	endRow := func() {
@@ -400,6 +402,13 @@ loop:
 				}
 				row[col] = cellText(v, lim.cellRunes)
 				rowHas = true
+				// Cells one shared string fills by the thousand would
+				// otherwise all be held: stop once the sheet holds more
+				// than its part can show.
+				if held += utf8.RuneCountInString(row[col]); held > lim.partRunes {
+					unfinished = true
+					break loop
+				}
 			case "row":
 				endRow()
 			}
