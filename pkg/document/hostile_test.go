@@ -299,3 +299,33 @@ func TestFileTooLarge(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// Sheets past the document's budget build no cell text at all, however
+// many cells name a long shared string.
+func TestXLSXSheetsPastBudget(t *testing.T) {
+	long := strings.Repeat("表", 2000)
+	row := make([]string, 50)
+	for i := range row {
+		row[i] = long
+	}
+	var sheets []doctest.Sheet
+	for i := range 40 {
+		sheets = append(sheets, doctest.Sheet{Name: "S" + itoa(i), Rows: [][]string{row, row, row}})
+	}
+	lim := defaultLimits
+	lim.partRunes, lim.docRunes = 5000, 12000
+	d, err := extract(context.Background(), KindXLSX, doctest.XLSX(sheets), lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := 0
+	for i, p := range d.Parts {
+		kept += utf8.RuneCountInString(p.Text)
+		if i >= 3 && (p.Text != "" || !p.Unfinished) {
+			t.Fatalf("sheet %d past the budget: %d runes, unfinished %v", i+1, utf8.RuneCountInString(p.Text), p.Unfinished)
+		}
+	}
+	if kept > lim.docRunes {
+		t.Fatalf("kept %d runes", kept)
+	}
+}

@@ -215,6 +215,7 @@ type htmlTable struct {
 	cell   *htmlBlock // the open cell
 	layout bool       // holds a table or heading: laid out, not data
 	total  int        // rows with text, kept or not
+	held   int        // bytes of the kept rows' cells
 }
 
 // htmlList is an open list.
@@ -446,8 +447,11 @@ func (w *htmlWalker) endRow(t *htmlTable) {
 	for _, c := range t.row {
 		if c != "" {
 			t.total++
-			if len(t.rows) < w.lim.rows {
+			if len(t.rows) < w.lim.rows && t.held <= w.lim.partRunes {
 				t.rows = append(t.rows, t.row)
+				for _, c := range t.row {
+					t.held += len(c)
+				}
 			}
 			break
 		}

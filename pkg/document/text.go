@@ -83,6 +83,7 @@ func extractCSV(ctx context.Context, data []byte, lim limits) (*Doc, error) {
 	var (
 		rows    [][]string
 		total   int
+		held    int // bytes of the rows' cells
 		colsCut bool
 		note    string
 	)
@@ -114,8 +115,8 @@ func extractCSV(ctx context.Context, data []byte, lim limits) (*Doc, error) {
 			continue
 		}
 		total++
-		if len(rows) >= lim.rows {
-			continue // counted only
+		if len(rows) >= lim.rows || held > lim.partRunes {
+			continue // counted only: more than the part can show
 		}
 		if len(rec) > lim.cols {
 			rec, colsCut = rec[:lim.cols], true
@@ -123,6 +124,7 @@ func extractCSV(ctx context.Context, data []byte, lim limits) (*Doc, error) {
 		row := make([]string, len(rec))
 		for i, f := range rec {
 			row[i] = cellText(f, lim.cellRunes)
+			held += len(row[i])
 		}
 		rows = append(rows, row)
 	}

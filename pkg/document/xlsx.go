@@ -404,8 +404,9 @@ loop:
 				rowHas = true
 				// Cells one shared string fills by the thousand would
 				// otherwise all be held: stop once the sheet holds more
-				// than its part can show.
-				if held += utf8.RuneCountInString(row[col]); held > lim.partRunes {
+				// than its part can show (nothing, when the document's
+				// budget is spent).
+				if held += utf8.RuneCountInString(row[col]); held > t.limit {
 					unfinished = true
 					break loop
 				}
