@@ -300,14 +300,17 @@ func relByType(rels []rel, suffix string) string {
 	return ""
 }
 
-// relByID returns the target of the relationship id, or "".
-func relByID(rels []rel, id string) string {
+// relsByID indexes relationships by id (the first of each), so that a
+// long list of sheets or slides is not matched against a long rels part
+// one by one.
+func relsByID(rels []rel) map[string]rel {
+	m := make(map[string]rel, len(rels))
 	for _, r := range rels {
-		if r.id == id {
-			return r.target
+		if _, dup := m[r.id]; !dup {
+			m[r.id] = r
 		}
 	}
-	return ""
+	return m
 }
 
 // mainPart returns the package's main part: the officeDocument

@@ -68,6 +68,7 @@ func pptxSlides(a *archive, pres string, rels []rel) ([]string, error) {
 	}
 	defer x.Close()
 	var out []string
+	byID := relsByID(rels)
 	inList := 0
 	for {
 		tok, err := x.next()
@@ -84,7 +85,7 @@ func pptxSlides(a *archive, pres string, rels []rel) ([]string, error) {
 				inList++
 			case "sldId":
 				if inList > 0 && len(out) < a.lim.entries {
-					out = append(out, relByID(rels, relAttr(t, "id")))
+					out = append(out, byID[relAttr(t, "id")].target)
 				}
 			}
 		case xml.EndElement:

@@ -8,8 +8,9 @@ import (
 	"unicode/utf8"
 )
 
-// maxUnits bounds the pages a document may have for ParsePages.
-const maxUnits = 1 << 20
+// maxUnits bounds the pages a document may have for ParsePages and
+// PDFPages.
+const maxUnits = 1 << 16
 
 // PDFPages splits pdftotext output (each page ended by a form feed, \f)
 // into Parts "Page N", numbered from first (the page pdftotext started at,

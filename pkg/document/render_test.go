@@ -190,6 +190,9 @@ func TestPDFPages(t *testing.T) {
 	if got := PDFPages("", 1); len(got) != 0 {
 		t.Errorf("empty output: %+v", got)
 	}
+	if got := PDFPages(strings.Repeat("p\f", maxUnits+10), 1); len(got) != maxUnits {
+		t.Errorf("%d pages kept, want %d", len(got), maxUnits)
+	}
 	d := &Doc{Kind: KindPDF, Unit: UnitPage, Parts: PDFPages("text\f\f", 1)}
 	if out, _ := Render(d, "2", 0); !strings.Contains(out, "no text on this page; it may be a scanned image") {
 		t.Errorf("empty page: %q", out)

@@ -66,6 +66,9 @@ func extractText(kind string, data []byte, lim limits) (*Doc, error) {
 	return &Doc{Kind: kind, Parts: []Part{p}}, nil
 }
 
+// maxCountedRows bounds the rows of a CSV file read only to be counted.
+const maxCountedRows = 1 << 20
+
 // extractCSV reads CSV or TSV (the delimiter guessed from the first line:
 // tab, semicolon or comma) as a Markdown table, the first row the header,
 // at most lim.rows rows and lim.cols columns with a notice of the rest.
@@ -83,7 +86,8 @@ func extractCSV(ctx context.Context, data []byte, lim limits) (*Doc, error) {
 	var (
 		rows    [][]string
 		total   int
-		held    int // bytes of the rows' cells
+		held    int  // bytes of the rows' cells
+		more    bool // rows past maxCountedRows, not counted
 		colsCut bool
 		note    string
 	)
@@ -115,6 +119,10 @@ func extractCSV(ctx context.Context, data []byte, lim limits) (*Doc, error) {
 			continue
 		}
 		total++
+		if total >= maxCountedRows {
+			more = true
+			break
+		}
 		if len(rows) >= lim.rows || held > lim.partRunes {
 			continue // counted only: more than the part can show
 		}
@@ -134,7 +142,10 @@ func extractCSV(ctx context.Context, data []byte, lim limits) (*Doc, error) {
 		t.line("(no rows)")
 	}
 	writeTable(t, rows)
-	if total > len(rows) {
+	switch {
+	case more:
+		t.line("(showing the first " + thousands(len(rows)) + " of more than " + thousands(total) + " rows)")
+	case total > len(rows):
 		t.line("(showing the first " + thousands(len(rows)) + " of " + thousands(total) + " rows)")
 	}
 	if colsCut {

@@ -64,19 +64,14 @@ func extractXLSX(ctx context.Context, data []byte, lim limits) (*Doc, error) {
 	sr := &sheetReader{shared: shared, formats: xlsxFormats(a, stylesName), date1904: date1904, lim: lim}
 	b := budget{left: lim.docRunes}
 	d := &Doc{Kind: KindXLSX, Unit: UnitSheet}
+	byID := relsByID(rels)
 	for _, s := range sheets {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		t := b.part(lim)
 		unfinished := false
-		var target, typ string
-		for _, r := range rels {
-			if r.id == s.rid {
-				target, typ = r.target, r.typ
-				break
-			}
-		}
+		target, typ := byID[s.rid].target, byID[s.rid].typ
 		switch {
 		case strings.HasSuffix(typ, "/chartsheet"):
 			t.line("(a chart sheet: it has no cells)")
