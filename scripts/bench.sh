@@ -39,6 +39,10 @@ echo "bench: voice" >&2
 "$go" test -tags "$tags" -run '^$' -bench 'TranscriptToLLM' -benchtime 200x ./pkg/daemon/ >> "$tmp/voice.txt" 2>&1 || { cat "$tmp/voice.txt"; exit 1; }
 "$go" test -tags "$tags" -run '^$' -bench 'VersusCLI3s' -benchtime 5x -timeout 30m ./pkg/asr/ >> "$tmp/voice.txt" 2>&1 || { cat "$tmp/voice.txt"; exit 1; }
 "$go" test -tags "$tags" -run '^$' -bench 'Prob|Detector3s' -benchtime 2000x ./pkg/vad/ > "$tmp/vad.txt" 2>&1 || { cat "$tmp/vad.txt"; exit 1; }
+echo "bench: sandbox, documents, exec" >&2
+"$go" test -run '^$' -bench 'RunTrue|DirectTrue' -benchtime 200x ./pkg/sandbox/ > "$tmp/sandbox.txt" 2>&1 || { cat "$tmp/sandbox.txt"; exit 1; }
+"$go" test -tags "$tags" -run '^$' -bench 'ReadPDF50' -benchtime 20x ./pkg/readdoc/ >> "$tmp/sandbox.txt" 2>&1 || { cat "$tmp/sandbox.txt"; exit 1; }
+"$go" test -tags "$tags" -run '^$' -bench 'ExecConcurrent4' -benchtime 3x ./pkg/daemon/ >> "$tmp/sandbox.txt" 2>&1 || { cat "$tmp/sandbox.txt"; exit 1; }
 echo "bench: daemon start-up and RSS" >&2
 "$go" run ./scripts/measure -bin bin/agent -models testdata/models > "$tmp/measure.txt"
 "$go" run -tags "$tags" ./scripts/measure-voice -bin bin/agent -models testdata/models > "$tmp/measure-voice.txt"
@@ -246,6 +250,21 @@ cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)
   echo "each, and the flood reopens it):"
   echo
   cat "$tmp/flood4096.txt"
+  echo
+  echo "## Sandbox, documents and exec (issue 15; target: sandbox overhead over running \`true\` directly <= 15 ms p50)"
+  echo
+  echo "RunTrue: \`true\` in a bubblewrap sandbox exactly as exec runs it (user, mount, PID, IPC, UTS, cgroup and network"
+  echo "namespaces, the system read-only, the caller's folder and shared/ bound, a private /tmp, prlimit limits, the"
+  echo "oom_score_adj prelude, disk accounting before and after); this run is as root, so bwrap runs as nobody as a root"
+  echo "daemon's do. DirectTrue: \`true\` started directly by the same process (the reference, same run). ReadPDF50:"
+  echo "read_document of a 50-page PDF with CJK and ASCII text on every page (~35,000 characters): pdfinfo, then pdftotext"
+  echo "in the sandbox, splitting and rendering. ExecConcurrent4: the real daemon (in the benchmark process) with 4 users'"
+  echo "exec runs at once, each a Python process building a 2-million-item list then sleeping 1 s, through the agent loop;"
+  echo "rss_peak_mb = the daemon's own RSS sampled every 20 ms, sandbox_peak_mb = the runs' processes together."
+  echo
+  echo "| benchmark | time/op | metrics |"
+  echo "|---|---|---|"
+  bench_rows "$tmp/sandbox.txt"
   echo
   echo "## Agent loop overhead (40-message session, one tool step + answer, in-process fake LLM, real SQLite; target: <= 2 ms p99 per step)"
   echo

@@ -129,8 +129,10 @@ func (s *Sandbox) args(spec Spec, lim Limits, run, tmp string) ([]string, error)
 	}
 	a = append(a, "--chdir", "/work", "--")
 	// The kernel's out-of-memory killer takes the run's processes (all
-	// inherit the score) before the daemon's.
-	a = append(a, "/bin/sh", "-c", `echo 1000 > /proc/self/oom_score_adj; exec "$@"`, "sandbox")
+	// inherit the score) before the daemon's. A byte on fd 3 tells Run
+	// the sandbox is set up and the command starts; the command does not
+	// get the descriptor.
+	a = append(a, "/bin/sh", "-c", `echo 1000 > /proc/self/oom_score_adj; printf s >&3; exec 3>&-; exec "$@"`, "sandbox")
 	a = append(a, s.prlimitArgv(lim)...)
 	return append(a, spec.Argv...), nil
 }

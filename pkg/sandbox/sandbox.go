@@ -403,10 +403,27 @@ func (s *Sandbox) start(ctx context.Context, args []string, spec Spec, lim Limit
 	stdout := newCapped(max, over)
 	stderr := newCapped(max, over)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
+	// started learns that bwrap set the sandbox up and the command began
+	// (the prelude writes a byte to fd 3): bwrap's own failures are told
+	// apart from the command's without reading its stderr.
+	startR, startW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	defer startR.Close()
+	cmd.ExtraFiles = []*os.File{startW}
 	start := s.clock.Now()
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	startW.Close()
+	if err != nil {
 		return nil, fmt.Errorf("%w: start bwrap: %v", ErrUnavailable, err)
 	}
+	startedCh := make(chan bool, 1)
+	go func() {
+		n, _ := startR.Read(make([]byte, 1))
+		startedCh <- n > 0
+		_, _ = io.Copy(io.Discard, startR) // until bwrap exits
+	}()
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 
@@ -455,7 +472,7 @@ loop:
 		res.Exit = -1
 		return res, nil
 	}
-	if bwrapFailed(res) {
+	if started := <-startedCh; !started {
 		return nil, fmt.Errorf("%w: %s", ErrUnavailable, firstLine(string(res.Stderr)))
 	}
 	switch res.Exit {
@@ -524,12 +541,6 @@ func exitCode(ps *os.ProcessState, err error) int {
 		return 128 + int(ws.Signal())
 	}
 	return ps.ExitCode()
-}
-
-// bwrapFailed tells bwrap's own failure (exit 1 with "bwrap: ..." on
-// stderr before the command ran) from the command's.
-func bwrapFailed(r *Result) bool {
-	return r.Exit == 1 && strings.HasPrefix(string(r.Stderr), "bwrap: ")
 }
 
 func firstLine(s string) string {

@@ -339,6 +339,20 @@ EOF`)
 	}
 }
 
+// A command that prints what bwrap prints when it fails is still the
+// command's result, not a sandbox failure; fd 3 (the start signal) is
+// closed before the command runs.
+func TestCommandCannotFakeASandboxFailure(t *testing.T) {
+	s := newSandbox(t, nil)
+	r := sh(t, s, sandbox.Spec{}, `echo 'bwrap: Can'"'"'t mount proc' >&2; echo fd3 >&3 || echo no-fd3; exit 1`)
+	if r.Exit != 1 || !strings.HasPrefix(string(r.Stderr), "bwrap: ") {
+		t.Fatalf("exit %d stderr %q", r.Exit, r.Stderr)
+	}
+	if !strings.Contains(string(r.Stdout), "no-fd3") {
+		t.Errorf("the command got fd 3: %q", r.Stdout)
+	}
+}
+
 func TestCancelled(t *testing.T) {
 	s := newSandbox(t, nil)
 	ctx, cancel := context.WithCancel(context.Background())
