@@ -459,7 +459,7 @@ func TestOfficeSuiteFiles(t *testing.T) {
 	tests := []struct {
 		file, kind, want string
 	}{
-		{"rich.docx", KindDOCX, "# 季度报告\n本季度收入增长 12%，利润率提升。\n## 要点\n- 华东市场扩张\n- 新产品上线\n- 第一步\n- 第二步\n\n" +
+		{"rich.docx", KindDOCX, "# 季度报告\n本季度收入增长 12%，利润率提升。\n## 要点\n- 华东市场扩张\n- 新产品上线\n1. 第一步\n2. 第二步\n\n" +
 			"| 地区 | 收入 |\n| --- | --- |\n| 华东 | 1,200 |\n| 华北 | 980 |\n\n结论：继续投入。"},
 		{"data.xlsx", KindXLSX, "--- Sheet: data (1 of 1) ---\n| 日期 | 项目 | 金额 | 占比 |\n| --- | --- | --- | --- |\n" +
 			"| 2024-01-15 | 房租 | 1200.5 | 12.5% |\n| 2024-02-01 | 水电 | -30 | 3% |"},

@@ -31,10 +31,16 @@ func extractDOCX(ctx context.Context, data []byte, lim limits) (*Doc, error) {
 	if stylesName == "" {
 		stylesName = path.Dir(main) + "/styles.xml"
 	}
+	numberingName := relByType(rels, "/numbering")
+	if numberingName == "" {
+		numberingName = path.Dir(main) + "/numbering.xml"
+	}
 	b := budget{left: lim.docRunes}
 	w := &docxWalker{
 		out:      b.part(lim),
 		headings: docxHeadings(a, stylesName),
+		lists:    docxNumbering(a, numberingName),
+		counters: map[string]*[9]int{},
 		lim:      lim,
 	}
 	x, err := a.xml(main, lim.entryBytes)
@@ -52,7 +58,9 @@ func extractDOCX(ctx context.Context, data []byte, lim limits) (*Doc, error) {
 // docxWalker turns the token stream of a document part into text.
 type docxWalker struct {
 	out      *textBuf
-	headings map[string]int // paragraph style id -> heading level
+	headings map[string]int           // paragraph style id -> heading level
+	lists    map[string]*[9]docxLevel // list (numId) -> its levels
+	counters map[string]*[9]int       // list -> last number given per level
 	lim      limits
 
 	paras  []*docxPara  // open paragraphs (text boxes nest them)
@@ -67,7 +75,14 @@ type docxPara struct {
 	text    *textBuf
 	heading int // 1..6, 0 for none
 	list    bool
-	level   int // list nesting
+	numID   string // the list, when list
+	level   int    // list nesting
+}
+
+// docxLevel is one level of a numbered or bulleted list.
+type docxLevel struct {
+	ordered bool // numbered ("1."), not bullets
+	start   int
 }
 
 // docxTable is a table being read.
@@ -150,6 +165,11 @@ func (w *docxWalker) start(x *xmlStream, t xml.StartElement) error {
 	case "numPr":
 		if p != nil && w.inPPr > 0 {
 			p.list = true
+		}
+	case "numId":
+		if p != nil && w.inPPr > 0 {
+			p.numID = attr(t, "val")
+			p.list = p.numID != "0" // numId 0 takes a style's list away
 		}
 	case "ilvl":
 		if p != nil && w.inPPr > 0 {
@@ -282,10 +302,113 @@ func (w *docxWalker) emit(p *docxPara) {
 	case p.heading > 0:
 		s = strings.Repeat("#", p.heading) + " " + strings.ReplaceAll(s, "\n", " ")
 	case p.list:
-		s = strings.Repeat("  ", p.level) + "- " + s
+		s = strings.Repeat("  ", p.level) + w.listMark(p) + s
 	}
 	w.out.line(s)
 	w.out.omitted += p.text.omitted
+}
+
+// listMark is the mark of a list paragraph: "- " for bullets, "3. " for
+// the third item of a numbered level (counting on across the document, a
+// shallower item restarting the deeper levels).
+func (w *docxWalker) listMark(p *docxPara) string {
+	levels := w.lists[p.numID]
+	if levels == nil || !levels[p.level].ordered {
+		return "- "
+	}
+	c := w.counters[p.numID]
+	if c == nil {
+		if len(w.counters) >= 10000 {
+			return "- "
+		}
+		c = &[9]int{}
+		w.counters[p.numID] = c
+	}
+	if c[p.level] == 0 {
+		c[p.level] = levels[p.level].start
+	} else {
+		c[p.level]++
+	}
+	for i := p.level + 1; i < len(c); i++ {
+		c[i] = 0
+	}
+	return strconv.Itoa(c[p.level]) + ". "
+}
+
+// docxNumbering reads word/numbering.xml: for each list (w:num, by its
+// numId) whether each level is numbered and where it starts. Overrides of
+// a list's levels are not read. A missing or unreadable part makes every
+// list item a bullet.
+func docxNumbering(a *archive, name string) map[string]*[9]docxLevel {
+	out := map[string]*[9]docxLevel{}
+	if !a.has(name) {
+		return out
+	}
+	x, err := a.xml(name, a.lim.smallBytes)
+	if err != nil {
+		return out
+	}
+	defer x.Close()
+	abstract := map[string]*[9]docxLevel{}
+	var (
+		cur   *[9]docxLevel // the abstractNum being read
+		lvl   = -1
+		numID string // the num being read
+	)
+	for {
+		tok, err := x.next()
+		if err != nil {
+			break
+		}
+		switch t := tok.(type) {
+		case xml.StartElement:
+			switch t.Name.Local {
+			case "abstractNum":
+				cur = &[9]docxLevel{}
+				for i := range cur {
+					cur[i].start = 1
+				}
+				if len(abstract) < 10000 {
+					abstract[attr(t, "abstractNumId")] = cur
+				}
+			case "lvl":
+				lvl = -1
+				if n, err := strconv.Atoi(attr(t, "ilvl")); err == nil && n >= 0 && n < 9 {
+					lvl = n
+				}
+			case "start":
+				if n, err := strconv.Atoi(attr(t, "val")); cur != nil && lvl >= 0 && err == nil && n >= 0 && n < 1e6 {
+					cur[lvl].start = n
+				}
+			case "numFmt":
+				if cur != nil && lvl >= 0 {
+					v := attr(t, "val")
+					cur[lvl].ordered = v != "bullet" && v != "none" && v != ""
+				}
+			case "num":
+				numID = attr(t, "numId")
+			case "abstractNumId":
+				if numID != "" && len(out) < 10000 {
+					out[numID] = abstract[attr(t, "val")]
+				}
+			}
+		case xml.EndElement:
+			switch t.Name.Local {
+			case "abstractNum":
+				cur = nil
+			case "lvl":
+				lvl = -1
+			case "num":
+				numID = ""
+			}
+		}
+	}
+	for id, l := range out {
+		if l == nil {
+			delete(out, id)
+		}
+	}
+	return out
 }
 
 // headingOf returns the heading level of the paragraph style id.
