@@ -485,3 +485,21 @@ func TestOfficeSuiteFiles(t *testing.T) {
 		})
 	}
 }
+
+func TestDOCXNumbering(t *testing.T) {
+	item := func(num, lvl, text string) string {
+		return `<w:p><w:pPr><w:numPr><w:ilvl w:val="` + lvl + `"/><w:numId w:val="` + num + `"/></w:numPr></w:pPr><w:r><w:t>` + text + `</w:t></w:r></w:p>`
+	}
+	doc := `<w:document xmlns:w="urn:w"><w:body>` + item("5", "0", "a") + item("5", "1", "b") + item("5", "1", "c") + item("5", "0", "d") +
+		item("5", "1", "e") + item("7", "0", "dot") + item("0", "0", "not a list") + item("9", "0", "unknown list") + `</w:body></w:document>`
+	numbering := `<w:numbering xmlns:w="urn:w">
+<w:abstractNum w:abstractNumId="0"><w:lvl w:ilvl="0"><w:start w:val="1"/><w:numFmt w:val="decimal"/></w:lvl><w:lvl w:ilvl="1"><w:numFmt w:val="lowerLetter"/></w:lvl></w:abstractNum>
+<w:abstractNum w:abstractNumId="1"><w:lvl w:ilvl="0"><w:numFmt w:val="bullet"/></w:lvl></w:abstractNum>
+<w:num w:numId="5"><w:abstractNumId w:val="0"/></w:num><w:num w:numId="7"><w:abstractNumId w:val="1"/><w:lvlOverride w:ilvl="0"><w:lvl w:ilvl="0"><w:start w:val="9"/></w:lvl></w:lvlOverride></w:num></w:numbering>`
+	data := zipOf(t, map[string]string{"word/document.xml": doc, "word/numbering.xml": numbering})
+	got := extractOK(t, KindDOCX, data).Parts[0].Text
+	want := "1. a\n  1. b\n  2. c\n2. d\n  1. e\n- dot\nnot a list\n- unknown list"
+	if got != want {
+		t.Errorf("got %q\nwant %q", got, want)
+	}
+}
