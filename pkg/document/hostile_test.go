@@ -247,7 +247,7 @@ func TestTokenBudgetKeepsWhatWasRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	contains(t, out, "[truncated: at least 0 more characters")
+	contains(t, out, "\n\n[truncated: reading stopped at a size limit for one file; the rest of the document cannot be shown]")
 }
 
 func TestDocumentBudget(t *testing.T) {

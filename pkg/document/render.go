@@ -337,6 +337,8 @@ func Render(d *Doc, pages string, maxChars int) (string, error) {
 		notice = fmt.Sprintf("[truncated: %s; ask for %s]", more, strings.Join(options, " or "))
 	case runes > maxChars:
 		notice = fmt.Sprintf("[truncated: %s; max_chars is at its limit of %s, so read_document cannot show more of this part]", more, thousands(MaxChars))
+	case left == 0:
+		notice = "[truncated: reading stopped at a size limit for one file; the rest of the document cannot be shown]"
 	default:
 		notice = fmt.Sprintf("[truncated: %s were left out when the document was read (over %s characters in one part, or a document too long to read in full)]", more, thousands(MaxChars))
 	}
