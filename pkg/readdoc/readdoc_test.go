@@ -143,13 +143,13 @@ func TestRefusals(t *testing.T) {
 	f.put(t, "bob", "blob.bin", []byte{0, 1, 2, 3, 0xff, 0xfe, 0, 0})
 	dir, _ := f.spaces.UserDir("wecom:alice")
 	for args, want := range map[string]string{
-		`{"path":"../wecom%3Aalice/private.docx"}`:     "",
-		`{"path":"` + dir + `/private.docx"}`:          "",
-		`{"path":"fake.pdf"}`:                          "not a readable PDF",
-		`{"path":"not-a.docx"}`:                        "",
-		`{"path":"blob.bin"}`:                          "unsupported",
-		`{"path":"missing.pdf"}`:                       "",
-		`{"path":"fake.pdf","max_chars":-1}`:           "max_chars",
+		`{"path":"../wecom%3Aalice/private.docx"}`:                        "",
+		`{"path":"` + dir + `/private.docx"}`:                             "",
+		`{"path":"fake.pdf"}`:                                             "not a readable PDF",
+		`{"path":"not-a.docx"}`:                                           "",
+		`{"path":"blob.bin"}`:                                             "unsupported",
+		`{"path":"missing.pdf"}`:                                          "",
+		`{"path":"fake.pdf","max_chars":-1}`:                              "max_chars",
 		`{"path":"fake.pdf","pages":"` + strings.Repeat("1,", 200) + `"}`: "too long",
 	} {
 		out, err := f.tool.Handler(context.Background(), tools.Call{Args: json.RawMessage(args), User: "bob", Channel: "wecom"})
@@ -162,7 +162,6 @@ func TestRefusals(t *testing.T) {
 		}
 	}
 }
-
 
 // BenchmarkReadPDF50 reads a 50-page PDF (CJK and ASCII text on every
 // page) whole through the tool: pdfinfo and pdftotext in the sandbox,

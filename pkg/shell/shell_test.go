@@ -213,4 +213,3 @@ func TestExecNetworkSwitch(t *testing.T) {
 		t.Errorf("a run that asked did not get the network: %v\n%s", err, out)
 	}
 }
-
