@@ -128,12 +128,7 @@ func (s *Sandbox) args(spec Spec, lim Limits, run, tmp string) ([]string, error)
 		a = append(a, "--remount-ro", "/dev")
 	}
 	a = append(a, "--chdir", "/work", "--")
-	// The kernel's out-of-memory killer takes the run's processes (all
-	// inherit the score) before the daemon's. A byte on fd 3 tells Run
-	// the sandbox is set up and the command starts; the command does not
-	// get the descriptor.
-	a = append(a, "/bin/sh", "-c", `echo 1000 > /proc/self/oom_score_adj; printf s >&3; exec 3>&-; exec "$@"`, "sandbox")
-	a = append(a, s.prlimitArgv(lim)...)
+	a = append(a, "/bin/sh", "-c", prelude(lim), "sandbox")
 	return append(a, spec.Argv...), nil
 }
 
@@ -150,31 +145,22 @@ func reserved(dst string) bool {
 	return false
 }
 
-// prlimitArgv sets the per-process limits, inherited by every process of
-// the run, before the command starts. RLIMIT_NPROC counts the tasks of the
-// run's own user namespace: one run's fork bomb stops at MaxProcs without
-// touching the daemon's or another run's.
-func (s *Sandbox) prlimitArgv(lim Limits) []string {
-	return []string{
-		s.prlimit(),
-		fmt.Sprintf("--cpu=%d:%d", lim.CPUSeconds, lim.CPUSeconds+1),
-		fmt.Sprintf("--as=%d", int64(lim.MemoryMB)<<20),
-		fmt.Sprintf("--fsize=%d", int64(lim.FileMB)<<20),
-		fmt.Sprintf("--nproc=%d", lim.MaxProcs),
-		"--nofile=256",
-		"--core=0",
-		"--",
-	}
-}
-
-// prlimit is util-linux's prlimit (Essential on Debian and Ubuntu).
-func (s *Sandbox) prlimit() string {
-	for _, p := range []string{"/usr/bin/prlimit", "/bin/prlimit"} {
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-	}
-	return "/usr/bin/prlimit"
+// prelude is the shell script that starts every run, inside the
+// sandbox, before the command (its "$@"): it sets the per-process limits,
+// which every process of the run inherits, raises oom_score_adj to 1000 so
+// that the kernel's out-of-memory killer takes the run's processes before
+// the daemon's, writes a byte to fd 3 (Run's sign that the sandbox is set
+// up and the command starts) and closes it. RLIMIT_NPROC counts the tasks
+// of the run's own user namespace: a fork bomb stops at MaxProcs without
+// touching the daemon's or another run's. Shell built-ins, one exec: dash
+// names the process limit -p, bash -u; a limit that cannot be set stops
+// the run before the command (no start byte: Run reports a sandbox
+// failure).
+func prelude(lim Limits) string {
+	return fmt.Sprintf(`ulimit -c 0 && ulimit -n 256 && ulimit -f %d && ulimit -v %d && ulimit -S -t %d && ulimit -H -t %d &&
+{ ulimit -p %d 2>/dev/null || ulimit -u %d; } || { echo "sandbox: cannot set the limits" >&2; exit 125; }
+echo 1000 > /proc/self/oom_score_adj; printf s >&3; exec 3>&-; exec "$@"`,
+		int64(lim.FileMB)<<20/512, int64(lim.MemoryMB)<<10, lim.CPUSeconds, lim.CPUSeconds+1, lim.MaxProcs, lim.MaxProcs)
 }
 
 // bwrapFeatures lists the options of this bwrap (Debian 12 has 0.8,

@@ -2,11 +2,14 @@ package sandbox_test
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
+	"agent/pkg/nativetest"
 	"agent/pkg/sandbox"
 	"agent/pkg/sandbox/sandboxtest"
 )
@@ -34,6 +37,27 @@ func BenchmarkRunTrue(b *testing.B) {
 		if err != nil || res.Exit != 0 {
 			b.Fatal(res, err)
 		}
+	}
+	reportPercentiles(b, ds)
+}
+
+// BenchmarkBwrapFloor is the least any bubblewrap sandbox costs here: a
+// new user and PID namespace with /usr, as the same account as RunTrue's
+// (nobody when the benchmark runs as root), and nothing else of ours.
+func BenchmarkBwrapFloor(b *testing.B) {
+	nativetest.LookPath(b, "bwrap", "bubblewrap")
+	var ds []time.Duration
+	for b.Loop() {
+		cmd := exec.Command("bwrap", "--unshare-user", "--unshare-pid", "--ro-bind", "/usr", "/usr",
+			"--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64", "true")
+		if os.Geteuid() == 0 {
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		}
+		t0 := time.Now()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatal(err, string(out))
+		}
+		ds = append(ds, time.Since(t0))
 	}
 	reportPercentiles(b, ds)
 }

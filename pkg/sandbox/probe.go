@@ -15,9 +15,6 @@ import (
 // offers the tools that need a sandbox only after Probe passed; doctor
 // prints its error.
 func (s *Sandbox) Probe(ctx context.Context) error {
-	if _, err := os.Stat(s.prlimit()); err != nil {
-		return fmt.Errorf("%w: prlimit (util-linux) is missing: install util-linux", ErrUnavailable)
-	}
 	work, err := os.MkdirTemp(s.cfg.TempDir, "probe-")
 	if err != nil {
 		return fmt.Errorf("sandbox: %w", err)
