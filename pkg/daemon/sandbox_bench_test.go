@@ -1,10 +1,8 @@
 package daemon
 
 import (
-	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,7 +10,6 @@ import (
 	"time"
 
 	"agent/pkg/admin"
-	"agent/pkg/config"
 	"agent/pkg/metrics"
 	"agent/pkg/sandbox/sandboxtest"
 )
@@ -26,22 +23,7 @@ import (
 func BenchmarkExecConcurrent4(b *testing.B) {
 	sandboxtest.New(b, nil)
 	llmSrv := execLLM(b)
-	dir := sandboxtest.Dir(b)
-	path := filepath.Join(dir, "config.toml")
-	body := fmt.Sprintf("[server]\nlisten = \"127.0.0.1:0\"\n[llm]\nprovider = \"custom\"\nmodel = \"fake\"\nbase_url = %q\n[agent]\nstate_dir = \"var\"\n", llmSrv.BaseURL())
-	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
-		b.Fatal(err)
-	}
-	cfg, _, err := config.Load(path, func(string) (string, bool) { return "", false })
-	if err != nil {
-		b.Fatal(err)
-	}
-	n := newFakeNotifier(0)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- Run(ctx, Options{Config: cfg, Notifier: n, SysRoot: "/nonexistent"}) }()
-	defer func() { cancel(); <-done }()
-	waitNotify(b, n, "READY=1")
+	cfg, _, ctx := startSandboxDaemon(b, fmt.Sprintf("[llm]\nprovider = \"custom\"\nmodel = \"fake\"\nbase_url = %q\n[agent]\nstate_dir = \"var\"\n", llmSrv.BaseURL()))
 	c := admin.NewClient(cfg.Server.AdminSocket)
 	page := os.Getpagesize()
 	time.Sleep(time.Second)

@@ -32,6 +32,33 @@ func execLLM(t testing.TB) *llmtest.Server {
 	})
 }
 
+// startSandboxDaemon runs the daemon (in this process, a loopback
+// listener) on a config of body in a directory a root test's sandboxes can
+// reach, and waits for READY; it stops when the test ends.
+func startSandboxDaemon(tb testing.TB, body string) (*config.Config, *fakeNotifier, context.Context) {
+	tb.Helper()
+	path := filepath.Join(sandboxtest.Dir(tb), "config.toml")
+	if err := os.WriteFile(path, []byte("[server]\nlisten = \"127.0.0.1:0\"\n"+body), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	cfg, _, err := config.Load(path, func(string) (string, bool) { return "", false })
+	if err != nil {
+		tb.Fatal(err)
+	}
+	n := newFakeNotifier(0)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, Options{Config: cfg, Notifier: n, SysRoot: "/nonexistent"}) }()
+	tb.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			tb.Error(err)
+		}
+	})
+	waitNotify(tb, n, "READY=1")
+	return cfg, n, ctx
+}
+
 // A user of the box tries every way out of the sandbox through the real
 // daemon; each fails, nothing of the daemon leaks, and the daemon stays
 // healthy throughout.
@@ -39,10 +66,7 @@ func TestSandboxEscapesFailAndDaemonStaysHealthy(t *testing.T) {
 	sandboxtest.New(t, nil) // bwrap required
 	t.Setenv("AGENT_TEST_DAEMON_SECRET", "daemon-env-secret-value")
 	llmSrv := execLLM(t)
-	dir := sandboxtest.Dir(t)
-	path := filepath.Join(dir, "config.toml")
-	body := fmt.Sprintf(`[server]
-listen = "127.0.0.1:0"
+	cfg, n, ctx := startSandboxDaemon(t, strings.TrimPrefix(fmt.Sprintf(`
 [llm]
 provider = "custom"
 model = "fake"
@@ -57,25 +81,8 @@ cpu_seconds = 2
 max_processes = 32
 max_output_kb = 8
 max_file_mb = 5
-`, llmSrv.BaseURL())
-	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, _, err := config.Load(path, func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := newFakeNotifier(0)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- Run(ctx, Options{Config: cfg, Notifier: n, SysRoot: "/nonexistent"}) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
-	n.waitFor(t, "READY=1", 1)
+`, llmSrv.BaseURL()), "\n"))
+	path := cfg.Path
 	addr := readyAddr(t, n)
 	_, daemonPort, _ := net.SplitHostPort(addr)
 	_, llmPort, _ := net.SplitHostPort(strings.TrimPrefix(llmSrv.URL(), "http://"))

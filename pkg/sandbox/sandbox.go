@@ -52,27 +52,27 @@ var DefaultLimits = Limits{
 	OutputKB:   64,
 }
 
-func (l Limits) withDefaults() Limits {
-	d := DefaultLimits
-	if l.Timeout > 0 {
-		d.Timeout = l.Timeout
+// Or is l with each zero (or negative) field taken from def.
+func (l Limits) Or(def Limits) Limits {
+	if l.Timeout <= 0 {
+		l.Timeout = def.Timeout
 	}
-	if l.CPUSeconds > 0 {
-		d.CPUSeconds = l.CPUSeconds
+	if l.CPUSeconds <= 0 {
+		l.CPUSeconds = def.CPUSeconds
 	}
-	if l.MemoryMB > 0 {
-		d.MemoryMB = l.MemoryMB
+	if l.MemoryMB <= 0 {
+		l.MemoryMB = def.MemoryMB
 	}
-	if l.MaxProcs > 0 {
-		d.MaxProcs = l.MaxProcs
+	if l.MaxProcs <= 0 {
+		l.MaxProcs = def.MaxProcs
 	}
-	if l.FileMB > 0 {
-		d.FileMB = l.FileMB
+	if l.FileMB <= 0 {
+		l.FileMB = def.FileMB
 	}
-	if l.OutputKB > 0 {
-		d.OutputKB = l.OutputKB
+	if l.OutputKB <= 0 {
+		l.OutputKB = def.OutputKB
 	}
-	return d
+	return l
 }
 
 // Config of a Sandbox.
@@ -196,7 +196,7 @@ func New(cfg Config) (*Sandbox, error) {
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}
-	s.cfg.Limits = cfg.Limits.withDefaults()
+	s.cfg.Limits = cfg.Limits.Or(DefaultLimits)
 	if s.cfg.MaxRuns <= 0 {
 		s.cfg.MaxRuns = 4
 	}
@@ -293,7 +293,7 @@ func (s *Sandbox) Run(ctx context.Context, spec Spec) (*Result, error) {
 	}
 	lim := s.cfg.Limits
 	if spec.Limits != (Limits{}) {
-		lim = mergeLimits(spec.Limits, s.cfg.Limits)
+		lim = spec.Limits.Or(s.cfg.Limits)
 	}
 	select {
 	case s.slots <- struct{}{}:
@@ -333,29 +333,6 @@ func (s *Sandbox) Run(ctx context.Context, spec Spec) (*Result, error) {
 	}
 	network := spec.Network && s.cfg.Network
 	return s.start(ctx, args, spec, lim, writable, network)
-}
-
-// mergeLimits takes each field of l, or of def where l's is zero.
-func mergeLimits(l, def Limits) Limits {
-	if l.Timeout <= 0 {
-		l.Timeout = def.Timeout
-	}
-	if l.CPUSeconds <= 0 {
-		l.CPUSeconds = def.CPUSeconds
-	}
-	if l.MemoryMB <= 0 {
-		l.MemoryMB = def.MemoryMB
-	}
-	if l.MaxProcs <= 0 {
-		l.MaxProcs = def.MaxProcs
-	}
-	if l.FileMB <= 0 {
-		l.FileMB = def.FileMB
-	}
-	if l.OutputKB <= 0 {
-		l.OutputKB = def.OutputKB
-	}
-	return l
 }
 
 // env is the whole environment inside: nothing of the daemon's.

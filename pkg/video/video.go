@@ -87,26 +87,10 @@ func (cfg Config) withDefaults() Config {
 	if cfg.MaxOutputMB <= 0 {
 		cfg.MaxOutputMB = DefaultMaxOutputMB
 	}
-	d := DefaultLimits()
-	l := &cfg.Limits
-	if l.Timeout <= 0 {
-		l.Timeout = d.Timeout
+	if cfg.Limits.FileMB <= 0 {
+		cfg.Limits.FileMB = cfg.MaxOutputMB + fileSlackMB
 	}
-	if l.CPUSeconds <= 0 {
-		l.CPUSeconds = d.CPUSeconds
-	}
-	if l.MemoryMB <= 0 {
-		l.MemoryMB = d.MemoryMB
-	}
-	if l.MaxProcs <= 0 {
-		l.MaxProcs = d.MaxProcs
-	}
-	if l.OutputKB <= 0 {
-		l.OutputKB = d.OutputKB
-	}
-	if l.FileMB <= 0 {
-		l.FileMB = cfg.MaxOutputMB + fileSlackMB
-	}
+	cfg.Limits = cfg.Limits.Or(DefaultLimits())
 	cfg.Clock = clock.Or(cfg.Clock)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
