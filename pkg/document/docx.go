@@ -15,15 +15,7 @@ import (
 // are not read.
 func extractDOCX(ctx context.Context, data []byte, lim limits) (*Doc, error) {
 	const what = "a Word document (.docx)"
-	a, err := openArchive(ctx, data, lim, what)
-	if err != nil {
-		return nil, err
-	}
-	main, err := a.mainPart("word/document.xml", "document", what)
-	if err != nil {
-		return nil, err
-	}
-	rels, err := a.relsOf(main)
+	a, main, rels, err := openPackage(ctx, data, lim, what, "word/document.xml", "document")
 	if err != nil {
 		return nil, err
 	}

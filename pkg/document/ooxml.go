@@ -26,6 +26,25 @@ type archive struct {
 	tokens int                  // XML tokens read so far
 }
 
+// openPackage opens an Office package and finds its main part (named by
+// the package relationships, else fallback, with the root element root)
+// and the main part's relationships.
+func openPackage(ctx context.Context, data []byte, lim limits, what, fallback, root string) (*archive, string, []rel, error) {
+	a, err := openArchive(ctx, data, lim, what)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	main, err := a.mainPart(fallback, root, what)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	rels, err := a.relsOf(main)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return a, main, rels, nil
+}
+
 // openArchive opens data as an Office package; what names the expected
 // file type for errors ("a Word document (.docx)").
 func openArchive(ctx context.Context, data []byte, lim limits, what string) (*archive, error) {

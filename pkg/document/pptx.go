@@ -16,15 +16,7 @@ import (
 // images and slide numbers are not read.
 func extractPPTX(ctx context.Context, data []byte, lim limits) (*Doc, error) {
 	const what = "a PowerPoint presentation (.pptx)"
-	a, err := openArchive(ctx, data, lim, what)
-	if err != nil {
-		return nil, err
-	}
-	pres, err := a.mainPart("ppt/presentation.xml", "presentation", what)
-	if err != nil {
-		return nil, err
-	}
-	rels, err := a.relsOf(pres)
+	a, pres, rels, err := openPackage(ctx, data, lim, what, "ppt/presentation.xml", "presentation")
 	if err != nil {
 		return nil, err
 	}

@@ -29,15 +29,7 @@ type xlsxSheetRef struct {
 // comments and merged-cell layout are not read.
 func extractXLSX(ctx context.Context, data []byte, lim limits) (*Doc, error) {
 	const what = "an Excel workbook (.xlsx)"
-	a, err := openArchive(ctx, data, lim, what)
-	if err != nil {
-		return nil, err
-	}
-	wb, err := a.mainPart("xl/workbook.xml", "workbook", what)
-	if err != nil {
-		return nil, err
-	}
-	rels, err := a.relsOf(wb)
+	a, wb, rels, err := openPackage(ctx, data, lim, what, "xl/workbook.xml", "workbook")
 	if err != nil {
 		return nil, err
 	}
