@@ -41,7 +41,8 @@ func (s *Sandbox) args(spec Spec, lim Limits, run, tmp string) ([]string, error)
 	a := []string{
 		"--unshare-user", "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try",
 		"--die-with-parent", "--new-session", "--cap-drop", "ALL",
-		"--hostname", "sandbox",
+		// No --hostname: the shipped unit's ProtectHostname= forbids
+		// sethostname, even in a namespace of the sandbox's own.
 	}
 	if !(spec.Network && s.cfg.Network) {
 		a = append(a, "--unshare-net")
