@@ -69,6 +69,14 @@ if [ -d "$root/models" ]; then
   done
 fi
 
+# What the sandboxed tools run (exec, read_document's PDFs, the video
+# tools): without them those tools are not offered or fail, and doctor says so.
+missing=()
+for p in bwrap:bubblewrap pdftotext:poppler-utils ffmpeg:ffmpeg espeak-ng:espeak-ng python3:python3; do
+  command -v "${p%%:*}" >/dev/null || missing+=("${p#*:}")
+done
+[ ${#missing[@]} -eq 0 ] || echo "install: for exec, documents and video also run: apt install ${missing[*]}" >&2
+
 if command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
   systemctl daemon-reload
   echo "install: done. Next: agentctl -config $etc/config.toml doctor; systemctl enable --now agent"
