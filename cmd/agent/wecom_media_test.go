@@ -13,7 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"agent/pkg/document/doctest"
 	"agent/pkg/llm/llmtest"
+	"agent/pkg/nativetest"
+	"agent/pkg/sandbox/sandboxtest"
 	wx "agent/pkg/wecom"
 	"agent/pkg/wecom/wecomtest"
 )
@@ -73,5 +76,60 @@ func TestWeComImageThroughTheDaemon(t *testing.T) {
 	}
 	if back, ok := api.Media(sent[0].MediaID); !ok || !bytes.Equal(back.Data, img.Bytes()) {
 		t.Errorf("send_image uploaded %+v", back)
+	}
+}
+
+// The real daemon: a PDF sent on WeCom is saved in the sender's uploads,
+// the turn tells the model read_document reads it, and the model's
+// read_document call returns its text (pdftotext in the sender's
+// sandbox), which the answer carries back to WeCom.
+func TestWeComDocumentThroughTheDaemon(t *testing.T) {
+	sandboxtest.New(t, nil) // bwrap
+	nativetest.LookPath(t, "pdftotext", "poppler-utils")
+	api := wecomtest.NewServer(e2eCorpID, "secret", e2eAgent)
+	defer api.Close()
+	pdf := doctest.PDF([]string{"季度报告 Quarterly report", "第二页 revenue 42"})
+	api.PutMedia("DOC", wecomtest.Media{Kind: "file", Filename: "报告.pdf", ContentType: "application/pdf", Data: pdf})
+
+	saved := regexp.MustCompile(`uploads/[0-9]+-3101\.pdf; read_document reads it`)
+	llm := llmtest.NewFunc(t, func(r *llmtest.Request) llmtest.Reply {
+		if r.Last().Role == "user" {
+			p := strings.TrimSuffix(saved.FindString(string(r.Body)), "; read_document reads it")
+			args, _ := json.Marshal(map[string]string{"path": p})
+			return llmtest.Calls(llmtest.Call("read_document", string(args)))
+		}
+		return llmtest.Text("The report says: " + r.Last().Content)
+	})
+	dir := sandboxtest.Dir(t) // a root daemon's sandboxes (as nobody) reach it
+	writeConfig(t, dir, wecomConfig(llm.URL(), api.URL, "open"))
+	_, base, crypto := startWeCom(t, dir)
+	// The sandbox probe runs after READY; read_document reads PDFs once
+	// it has passed.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if _, body := httpGet(t, base+"/healthz", ""); strings.Contains(body, `"name":"sandbox","status":"ok"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the sandbox is not ready after 30 s")
+		}
+		time.Sleep(20 * time.Millisecond) // polling a separate process
+	}
+	m := &wx.Message{ToUserName: e2eCorpID, FromUserName: "zed", CreateTime: time.Now().Unix(), MsgType: wx.MsgFile,
+		FileName: "报告.pdf", MediaID: "DOC", MsgID: "3101", AgentID: e2eAgent}
+	if ok, err := postCallback(http.DefaultClient, crypto, base, m, "1"); !ok || err != nil {
+		t.Fatalf("callback: %v %v", ok, err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for len(api.Messages()) < 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out; sent %+v", api.Messages())
+		}
+		time.Sleep(20 * time.Millisecond) // polling a separate process
+	}
+	got := api.Messages()[0].Content
+	for _, want := range []string{"The report says:", "--- Page 1 of 2 ---", "季度报告 Quarterly report", "第二页 revenue 42"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("answer lacks %q:\n%s", want, got)
+		}
 	}
 }

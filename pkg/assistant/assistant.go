@@ -257,7 +257,7 @@ func (a *Assistant) Start(ctx context.Context) error {
 	if err := a.unavailable(); err != nil {
 		return err
 	}
-	a.startSandbox(ctx)
+	a.startSandbox()
 	a.enforceJobRecipients(ctx)
 	if err := a.sched.s.Start(ctx); err != nil {
 		a.d.Health.Register("scheduler", func(context.Context) error { return err })
@@ -306,6 +306,9 @@ func (a *Assistant) SetEmbedder(ctx context.Context, e *embed.Embedder, id strin
 func (a *Assistant) Close(ctx context.Context) error {
 	if a == nil || a.err != nil {
 		return nil
+	}
+	if a.sandbox != nil {
+		a.sandbox.stop(ctx)
 	}
 	var errs []error
 	errs = append(errs, a.sched.close(ctx)) // before the runner: llm_task turns use it

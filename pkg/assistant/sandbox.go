@@ -23,6 +23,12 @@ import (
 // nothing runs unsandboxed.
 type sandboxPart struct {
 	sb *sandbox.Sandbox // nil when the sandbox could not be built
+	// ready is closed when the probe has decided (Start runs it in the
+	// background: a run costs tens of milliseconds, READY waits for none
+	// of it); cancel stops it (Close).
+	ready   chan struct{}
+	cancel  context.CancelFunc
+	started bool
 
 	mu  sync.Mutex
 	err error // why the tools are not offered; nil once they are
@@ -30,7 +36,7 @@ type sandboxPart struct {
 
 // newSandboxPart builds the sandbox (not yet probed).
 func (a *Assistant) newSandboxPart(cfg *config.Config) *sandboxPart {
-	p := &sandboxPart{err: errors.New("not checked yet")}
+	p := &sandboxPart{err: errors.New("not checked yet"), ready: make(chan struct{}), cancel: func() {}}
 	sb, err := sandbox.New(sandbox.FromConfig(cfg.Sandbox, sandbox.Config{
 		Bwrap: a.d.Bwrap, TempDir: filepath.Join(cfg.Agent.StateDir, "sandbox"),
 		Clock: a.clock, Logger: a.logger.With("component", "sandbox"),
@@ -77,11 +83,15 @@ func (a *Assistant) documentTool() tools.Tool {
 	})
 }
 
-// startSandbox probes the sandbox and, when it works, offers its tools.
-// Its state is the "sandbox" health component: degraded, with the reason
-// and the fix, when the tools are not offered.
-func (a *Assistant) startSandbox(ctx context.Context) {
+// startSandbox probes the sandbox in the background and, when it works,
+// offers its tools. Its state is the "sandbox" health component: degraded,
+// with the reason and the fix, while the tools are not offered.
+func (a *Assistant) startSandbox() {
 	p := a.sandbox
+	ctx, cancel := context.WithCancel(context.Background())
+	p.mu.Lock()
+	p.cancel, p.started = cancel, true
+	p.mu.Unlock()
 	a.d.Health.Register("sandbox", func(context.Context) error {
 		p.mu.Lock()
 		defer p.mu.Unlock()
@@ -90,6 +100,15 @@ func (a *Assistant) startSandbox(ctx context.Context) {
 		}
 		return nil
 	})
+	go func() {
+		defer close(p.ready)
+		a.probeSandbox(ctx)
+	}()
+}
+
+// probeSandbox runs the probe and registers the tools if it passes.
+func (a *Assistant) probeSandbox(ctx context.Context) {
+	p := a.sandbox
 	if p.sb == nil {
 		a.logger.Warn("sandbox unavailable: exec, PDF reading and the video tools are not offered (agentctl doctor explains)", "err", p.err)
 		return
@@ -109,6 +128,31 @@ func (a *Assistant) startSandbox(ctx context.Context) {
 	}
 	lim := p.sb.Limits()
 	a.logger.Info("sandbox ready", "network", p.sb.NetworkAllowed(), "timeout", lim.Timeout, "memory_mb", lim.MemoryMB, "max_processes", lim.MaxProcs)
+}
+
+// stop cancels a probe in flight and waits for it.
+func (p *sandboxPart) stop(ctx context.Context) {
+	p.mu.Lock()
+	cancel, started := p.cancel, p.started
+	p.mu.Unlock()
+	cancel()
+	if started {
+		select {
+		case <-p.ready:
+		case <-ctx.Done():
+		}
+	}
+}
+
+// SandboxReady is closed once the sandbox probe started by Start has
+// decided whether the sandboxed tools are offered.
+func (a *Assistant) SandboxReady() <-chan struct{} {
+	if a.sandbox == nil {
+		c := make(chan struct{})
+		close(c)
+		return c
+	}
+	return a.sandbox.ready
 }
 
 // Sandbox is the sandbox when it works, or nil and why not.

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"agent/pkg/admin"
 	"agent/pkg/config"
@@ -56,7 +57,32 @@ func startSandboxDaemon(tb testing.TB, body string) (*config.Config, *fakeNotifi
 		}
 	})
 	waitNotify(tb, n, "READY=1")
+	waitSandbox(tb, readyAddr(tb, n))
 	return cfg, n, ctx
+}
+
+// waitSandbox waits until /healthz at addr reports the sandbox ok: the
+// probe runs after READY, and its tools are offered once it passes.
+func waitSandbox(tb testing.TB, addr string) {
+	tb.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err == nil {
+			var hz healthzBody
+			_ = json.NewDecoder(resp.Body).Decode(&hz)
+			resp.Body.Close()
+			for _, c := range hz.Checks {
+				if c.Name == "sandbox" && c.Status == health.OK {
+					return
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("the sandbox is not ready after 30 s: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond) // polling the daemon's HTTP side
+	}
 }
 
 // A user of the box tries every way out of the sandbox through the real

@@ -91,7 +91,7 @@ func TestSelfCheckAndDiagnoseTools(t *testing.T) {
 	}
 }
 
-func readyAddr(t *testing.T, n *fakeNotifier) string {
+func readyAddr(t testing.TB, n *fakeNotifier) string {
 	t.Helper()
 	n.mu.Lock()
 	defer n.mu.Unlock()
