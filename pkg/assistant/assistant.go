@@ -257,7 +257,6 @@ func (a *Assistant) Start(ctx context.Context) error {
 	if err := a.unavailable(); err != nil {
 		return err
 	}
-	a.startSandbox()
 	a.enforceJobRecipients(ctx)
 	if err := a.sched.s.Start(ctx); err != nil {
 		a.d.Health.Register("scheduler", func(context.Context) error { return err })

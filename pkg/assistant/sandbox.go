@@ -83,10 +83,15 @@ func (a *Assistant) documentTool() tools.Tool {
 	})
 }
 
-// startSandbox probes the sandbox in the background and, when it works,
+// StartSandbox probes the sandbox in the background and, when it works,
 // offers its tools. Its state is the "sandbox" health component: degraded,
-// with the reason and the fix, while the tools are not offered.
-func (a *Assistant) startSandbox() {
+// with the reason and the fix, while the tools are not offered. The host
+// calls it once after READY: a probe is a bwrap run, and start-up should
+// not share the CPU with it.
+func (a *Assistant) StartSandbox() {
+	if a.sandbox == nil {
+		return
+	}
 	p := a.sandbox
 	ctx, cancel := context.WithCancel(context.Background())
 	p.mu.Lock()
@@ -144,7 +149,7 @@ func (p *sandboxPart) stop(ctx context.Context) {
 	}
 }
 
-// SandboxReady is closed once the sandbox probe started by Start has
+// SandboxReady is closed once the sandbox probe started by StartSandbox has
 // decided whether the sandboxed tools are offered.
 func (a *Assistant) SandboxReady() <-chan struct{} {
 	if a.sandbox == nil {

@@ -30,6 +30,7 @@ func sandboxAssistant(t *testing.T, srv *llmtest.Server, bwrap string) *Assistan
 	if err := a.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	a.StartSandbox()
 	<-a.SandboxReady()
 	return a
 }

@@ -222,6 +222,7 @@ func (d *Daemon) run(ctx context.Context) error {
 	}()
 
 	d.notify("READY=1\nSTATUS=serving on " + d.httpAddr)
+	d.asst.StartSandbox() // its probe runs in the background: exec and the video tools come once it passes
 	d.logger.Info("agent ready", "version", buildinfo.Version(), "listen", d.httpAddr,
 		"admin_socket", cfg.Server.AdminSocket, "state_dir", stateDir, "startup", d.now().Sub(d.started).Round(time.Millisecond))
 
