@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"agent/pkg/clock"
 	"agent/pkg/config"
 	"agent/pkg/health"
 	"agent/pkg/readdoc"
@@ -23,20 +24,30 @@ import (
 // nothing runs unsandboxed.
 type sandboxPart struct {
 	sb *sandbox.Sandbox // nil when the sandbox could not be built
-	// ready is closed when the probe has decided (Start runs it in the
-	// background: a run costs tens of milliseconds, READY waits for none
-	// of it); cancel stops it (Close).
-	ready   chan struct{}
-	cancel  context.CancelFunc
-	started bool
+	// ready is closed when the first probe has decided (StartSandbox runs
+	// probes in the background, after READY); done when the probing
+	// goroutine has ended; cancel stops it (Close).
+	ready     chan struct{}
+	readyOnce sync.Once
+	done      chan struct{}
+	cancel    context.CancelFunc
 
-	mu  sync.Mutex
-	err error // why the tools are not offered; nil once they are
+	mu      sync.Mutex
+	started bool
+	closed  bool
+	err     error // why the tools are not offered; nil once they are
 }
+
+// Backoff of the probes after one failed (a timeout on a busy box, a full
+// disk): the tools come as soon as one passes.
+const (
+	probeRetryFirst = 30 * time.Second
+	probeRetryMax   = 10 * time.Minute
+)
 
 // newSandboxPart builds the sandbox (not yet probed).
 func (a *Assistant) newSandboxPart(cfg *config.Config) *sandboxPart {
-	p := &sandboxPart{err: errors.New("not checked yet"), ready: make(chan struct{}), cancel: func() {}}
+	p := &sandboxPart{err: errors.New("not checked yet"), ready: make(chan struct{}), done: make(chan struct{}), cancel: func() {}}
 	sb, err := sandbox.New(sandbox.FromConfig(cfg.Sandbox, sandbox.Config{
 		Bwrap: a.d.Bwrap, TempDir: filepath.Join(cfg.Agent.StateDir, "sandbox"),
 		Clock: a.clock, Logger: a.logger.With("component", "sandbox"),
@@ -72,7 +83,13 @@ func (a *Assistant) sandboxTools(cfg *config.Config) []tools.Tool {
 func (a *Assistant) documentTool() tools.Tool {
 	return readdoc.Tool(readdoc.Config{
 		Spaces: a.spaces,
-		Sandbox: func() (readdoc.Runner, error) {
+		Sandbox: func(ctx context.Context) (readdoc.Runner, error) {
+			// A turn right after start waits for the first probe.
+			select {
+			case <-a.SandboxReady():
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
 			sb, err := a.Sandbox()
 			if err != nil {
 				return nil, err
@@ -95,6 +112,11 @@ func (a *Assistant) StartSandbox() {
 	p := a.sandbox
 	ctx, cancel := context.WithCancel(context.Background())
 	p.mu.Lock()
+	if p.started || p.closed {
+		p.mu.Unlock()
+		cancel()
+		return
+	}
 	p.cancel, p.started = cancel, true
 	p.mu.Unlock()
 	a.d.Health.Register("sandbox", func(context.Context) error {
@@ -106,51 +128,67 @@ func (a *Assistant) StartSandbox() {
 		return nil
 	})
 	go func() {
-		defer close(p.ready)
+		defer close(p.done)
+		defer p.decided()
 		a.probeSandbox(ctx)
 	}()
 }
 
-// probeSandbox runs the probe and registers the tools if it passes.
+func (p *sandboxPart) decided() { p.readyOnce.Do(func() { close(p.ready) }) }
+
+// probeSandbox probes until one probe passes (backing off between them),
+// then registers the tools. Without bwrap at all it stops at once: a
+// restart after installing it brings the tools.
 func (a *Assistant) probeSandbox(ctx context.Context) {
 	p := a.sandbox
+	const off = "sandbox unavailable: exec, PDF reading and the video tools are not offered (agentctl doctor explains)"
 	if p.sb == nil {
-		a.logger.Warn("sandbox unavailable: exec, PDF reading and the video tools are not offered (agentctl doctor explains)", "err", p.err)
+		a.logger.Warn(off, "err", p.err)
 		return
 	}
-	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err := p.sb.Probe(pctx)
-	cancel()
-	if err == nil {
-		err = a.Register(a.sandboxTools(a.config())...)
+	for wait := probeRetryFirst; ; wait = min(2*wait, probeRetryMax) {
+		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := p.sb.Probe(pctx)
+		cancel()
+		if ctx.Err() != nil {
+			return // closing: nothing to report
+		}
+		if err == nil {
+			err = a.Register(a.sandboxTools(a.config())...)
+		}
+		p.mu.Lock()
+		p.err = err
+		p.mu.Unlock()
+		p.decided()
+		if err == nil {
+			lim := p.sb.Limits()
+			a.logger.Info("sandbox ready", "network", p.sb.NetworkAllowed(), "timeout", lim.Timeout, "memory_mb", lim.MemoryMB, "max_processes", lim.MaxProcs)
+			return
+		}
+		a.logger.Warn(off, "err", err, "retry_in", wait)
+		if clock.Sleep(ctx, a.clock, wait) != nil {
+			return
+		}
 	}
-	p.mu.Lock()
-	p.err = err
-	p.mu.Unlock()
-	if err != nil {
-		a.logger.Warn("sandbox unavailable: exec, PDF reading and the video tools are not offered (agentctl doctor explains)", "err", err)
-		return
-	}
-	lim := p.sb.Limits()
-	a.logger.Info("sandbox ready", "network", p.sb.NetworkAllowed(), "timeout", lim.Timeout, "memory_mb", lim.MemoryMB, "max_processes", lim.MaxProcs)
 }
 
-// stop cancels a probe in flight and waits for it.
+// stop cancels the probing and waits for it.
 func (p *sandboxPart) stop(ctx context.Context) {
 	p.mu.Lock()
 	cancel, started := p.cancel, p.started
+	p.closed = true
 	p.mu.Unlock()
 	cancel()
 	if started {
 		select {
-		case <-p.ready:
+		case <-p.done:
 		case <-ctx.Done():
 		}
 	}
 }
 
-// SandboxReady is closed once the sandbox probe started by StartSandbox has
-// decided whether the sandboxed tools are offered.
+// SandboxReady is closed once the first sandbox probe started by
+// StartSandbox has decided whether the sandboxed tools are offered.
 func (a *Assistant) SandboxReady() <-chan struct{} {
 	if a.sandbox == nil {
 		c := make(chan struct{})

@@ -102,3 +102,16 @@ func checkOf(rep health.Report, name string) health.Result {
 	}
 	return health.Result{}
 }
+
+// StartSandbox is once: a second call, or one after Close, starts nothing
+// (and does not close the ready channel twice).
+func TestStartSandboxOnce(t *testing.T) {
+	srv := llmtest.New(t)
+	a := sandboxAssistant(t, srv, "/nonexistent/bwrap")
+	a.StartSandbox()
+	if err := a.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	a.StartSandbox()
+	<-a.SandboxReady()
+}

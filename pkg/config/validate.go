@@ -314,9 +314,9 @@ func (p *parser) validateSandbox(c *Config) {
 	p.check("sandbox.memory_mb", s.MemoryMB >= 64 && s.MemoryMB <= 16384, "must be between 64 and 16384, not %d", s.MemoryMB)
 	p.check("sandbox.cpu_seconds", s.CPUSeconds >= 1 && s.CPUSeconds <= 3600, "must be between 1 and 3600, not %d", s.CPUSeconds)
 	p.check("sandbox.max_processes", s.MaxProcesses >= 4 && s.MaxProcesses <= 4096, "must be between 4 and 4096, not %d", s.MaxProcesses)
-	p.check("sandbox.max_output_kb", s.MaxOutputKB >= 1 && s.MaxOutputKB <= 10240, "must be between 1 and 10240, not %d", s.MaxOutputKB)
+	p.check("sandbox.max_output_kb", s.MaxOutputKB >= 1 && s.MaxOutputKB <= 1024, "must be between 1 and 1024, not %d", s.MaxOutputKB)
 	p.check("sandbox.max_file_mb", s.MaxFileMB >= 1 && s.MaxFileMB <= 65536, "must be between 1 and 65536, not %d", s.MaxFileMB)
-	p.check("sandbox.max_runs", s.MaxRuns >= 1 && s.MaxRuns <= 64, "must be between 1 and 64, not %d", s.MaxRuns)
+	p.check("sandbox.max_runs", s.MaxRuns >= 1 && s.MaxRuns <= 16, "must be between 1 and 16, not %d", s.MaxRuns)
 	py := s.Python
 	ok := py != "" && len(py) <= 200 && !strings.ContainsAny(py, " \t\n\"'$`;|&")
 	if strings.HasPrefix(py, "/") {

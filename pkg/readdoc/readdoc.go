@@ -36,7 +36,7 @@ type Config struct {
 	Spaces *workspace.Spaces
 	// Sandbox returns the sandbox for PDFs, or why there is none (the
 	// tool is offered without it: every other type still reads).
-	Sandbox func() (Runner, error)
+	Sandbox func(ctx context.Context) (Runner, error)
 	Logger  *slog.Logger
 }
 
@@ -129,7 +129,7 @@ func (cfg Config) pdf(ctx context.Context, call tools.Call, a Args) (*document.D
 	var run Runner
 	var err error
 	if cfg.Sandbox != nil {
-		run, err = cfg.Sandbox()
+		run, err = cfg.Sandbox(ctx)
 	} else {
 		err = errors.New("no sandbox configured")
 	}

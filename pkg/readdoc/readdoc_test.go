@@ -31,11 +31,11 @@ func newFixture(t *testing.T, withSandbox bool) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sb := func() (readdoc.Runner, error) { return nil, errors.New("bwrap: not installed") }
+	sb := func(context.Context) (readdoc.Runner, error) { return nil, errors.New("bwrap: not installed") }
 	if withSandbox {
 		nativetest.LookPath(t, "pdftotext", "poppler-utils")
 		s := sandboxtest.New(t, nil)
-		sb = func() (readdoc.Runner, error) { return s, nil }
+		sb = func(context.Context) (readdoc.Runner, error) { return s, nil }
 	}
 	return &fixture{spaces: spaces, tool: readdoc.Tool(readdoc.Config{Spaces: spaces, Sandbox: sb})}
 }
@@ -173,7 +173,7 @@ func BenchmarkReadPDF50(b *testing.B) {
 		b.Fatal(err)
 	}
 	s := sandboxtest.New(b, nil)
-	tool := readdoc.Tool(readdoc.Config{Spaces: spaces, Sandbox: func() (readdoc.Runner, error) { return s, nil }})
+	tool := readdoc.Tool(readdoc.Config{Spaces: spaces, Sandbox: func(context.Context) (readdoc.Runner, error) { return s, nil }})
 	pages := make([]string, 50)
 	for i := range pages {
 		pages[i] = fmt.Sprintf("第%d页 季度报告 Quarterly report page %d\n%s", i+1, i+1, strings.Repeat("revenue grew in every region 收入增长 ", 20))

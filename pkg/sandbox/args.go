@@ -125,9 +125,10 @@ func (s *Sandbox) args(spec Spec, lim Limits, run, tmp string) ([]string, error)
 		"--symlink", s.python, binDir+"/python",
 		"--remount-ro", "/",
 	)
-	if !feat["--size"] {
-		a = append(a, "--remount-ro", "/dev")
-	}
+	// bwrap's /dev is a tmpfs the sandbox's user owns: read-only, or a run
+	// could fill memory through it (/dev/shm, its own mount, stays
+	// writable and bounded).
+	a = append(a, "--remount-ro", "/dev")
 	a = append(a, "--chdir", "/work", "--")
 	a = append(a, "/bin/sh", "-c", prelude(lim), "sandbox")
 	return append(a, spec.Argv...), nil

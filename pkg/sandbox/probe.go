@@ -32,6 +32,8 @@ func (s *Sandbox) Probe(ctx context.Context) error {
 	}
 	out := string(res.Stdout)
 	switch {
+	case res.Limit != LimitNone:
+		return fmt.Errorf("%w: the check run was stopped by the %s limit (%s): the box may be overloaded or its disk full", ErrUnavailable, res.Limit, res.Detail)
 	case !strings.Contains(out, "sh-ok"):
 		return fmt.Errorf("%w: a shell did not run in the sandbox (exit %d): %s", ErrUnavailable, res.Exit, firstLine(string(res.Stderr)))
 	case !strings.Contains(out, "null-ok"):

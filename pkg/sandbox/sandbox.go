@@ -320,13 +320,20 @@ func (s *Sandbox) Run(ctx context.Context, spec Spec) (*Result, error) {
 			writable = append(writable, b.Src)
 		}
 	}
-	if s.cfg.As != nil {
-		for _, w := range writable {
-			if err := handOver(w, s.cfg.As.UID, s.cfg.As.GID); err != nil {
-				return nil, fmt.Errorf("sandbox: hand %s to %s: %w", w, s.cfg.As.Name, err)
-			}
+	for _, w := range writable {
+		if err := tend(w, s.cfg.As); err != nil {
+			return nil, fmt.Errorf("sandbox: prepare %s: %w", w, err)
 		}
 	}
+	// Afterwards the folder's directories are the owner's again, whatever
+	// the run did to their modes (the workspace's quota walk reads them).
+	defer func() {
+		for _, w := range writable[1:] { // the run's own /tmp goes anyway
+			if err := tend(w, nil); err != nil {
+				s.logger.Warn("sandbox: folder not tidied after a run", "dir", w, "err", err)
+			}
+		}
+	}()
 	args, err := s.args(spec, lim, run, tmp)
 	if err != nil {
 		return nil, err
@@ -389,6 +396,12 @@ func (s *Sandbox) start(ctx context.Context, args []string, spec Spec, lim Limit
 	}
 	defer startR.Close()
 	cmd.ExtraFiles = []*os.File{startW}
+	// What the folders hold before the command starts: its writes are
+	// what grows past this.
+	base := map[string]int64{}
+	for _, w := range writable {
+		base[w], _, _ = usage(w)
+	}
 	start := s.clock.Now()
 	err = cmd.Start()
 	startW.Close()
@@ -408,10 +421,6 @@ func (s *Sandbox) start(ctx context.Context, args []string, spec Spec, lim Limit
 	defer timer.Stop()
 	watch := s.clock.NewTimer(diskEvery)
 	defer func() { watch.Stop() }()
-	base := map[string]int64{}
-	for _, w := range writable {
-		base[w], _ = usage(w, 0)
-	}
 	var reason killReason
 	var waitErr error
 loop:
@@ -481,15 +490,23 @@ const diskEvery = 250 * time.Millisecond
 func (s *Sandbox) overDisk(spec Spec, writable []string, base map[string]int64) (killReason, bool) {
 	var grown int64
 	for _, w := range writable {
-		n, _ := usage(w, 0)
+		n, blind, _ := usage(w)
+		if blind {
+			// Fail closed: what cannot be measured may be anything.
+			return killReason{LimitDisk, "a folder could not be measured: the run took the permissions off a directory"}, true
+		}
 		grown += n - base[w]
 	}
 	if spec.MaxWrite > 0 && grown > spec.MaxWrite {
 		return killReason{LimitDisk, fmt.Sprintf("wrote %d MB, over the %d MB the folder has left", grown>>20, spec.MaxWrite>>20)}, true
 	}
-	free, err := diskFree(writable[0])
-	if err == nil && free < uint64(s.cfg.MinFreeMB)<<20 {
-		return killReason{LimitDisk, fmt.Sprintf("the disk is nearly full (%d MB free)", free>>20)}, true
+	// Every filesystem the run writes to: /tmp lies in the state dir, the
+	// folder in agent.workspace, maybe another disk.
+	for _, w := range writable {
+		free, err := diskFree(w)
+		if err == nil && free < uint64(s.cfg.MinFreeMB)<<20 {
+			return killReason{LimitDisk, fmt.Sprintf("the disk is nearly full (%d MB free)", free>>20)}, true
+		}
 	}
 	return killReason{}, false
 }

@@ -83,7 +83,7 @@ func Tool(cfg Config) tools.Tool {
 	if cfg.Python != "" {
 		py = "python3 (" + filepath.Base(cfg.Python) + ")"
 	}
-	desc := fmt.Sprintf("Run a shell command in a sandbox: /bin/sh -c COMMAND with your folder as the working directory (/work; your files are there, shared/ is read-only at /shared). %s and the usual command-line tools are available; nothing else of this machine is visible, and changes outside your folder and /tmp are impossible. Limits: %d s (timeout_s may lower it), memory, processes and output; a run over a limit is stopped and says so. Returns the exit status, stdout, stderr and the files created, changed or deleted.", py, int(cfg.Timeout/time.Second))
+	desc := fmt.Sprintf("Run a shell command in a sandbox: /bin/sh -c COMMAND with your folder as the working directory (/work; your files are there, shared/ is read-only at /shared). %s and the usual command-line tools are available; nothing else of this machine is visible, and nothing outside your folder, /tmp and a small /dev/shm can be changed. Limits: %d s (timeout_s may lower it), memory, processes and output; a run over a limit is stopped and says so. Returns the exit status, stdout, stderr and the files created, changed or deleted.", py, int(cfg.Timeout/time.Second))
 	schema := tools.SchemaFor[Args]()
 	if cfg.Network {
 		desc += " The network is off unless you pass network: true."
@@ -132,7 +132,11 @@ func (cfg Config) run(ctx context.Context, call tools.Call) (string, error) {
 		}
 	}
 	v, err := cfg.Spaces.View(call)
-	if err != nil {
+	if errors.Is(err, workspace.ErrQuota) {
+		// A full folder may still be listed and tidied: the run goes,
+		// and any write stops it.
+		notes = append(notes, fmt.Sprintf("%v; this run may delete and read, not write", err))
+	} else if err != nil {
 		return "", err
 	}
 	before := snapshot(v.Work)
