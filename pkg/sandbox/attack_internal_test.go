@@ -1,13 +1,13 @@
 package sandbox
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"agent/pkg/sandbox/sandboxtest/linkswap"
 )
 
 // A root daemon hands the caller's folder to the sandbox account before a
@@ -19,43 +19,11 @@ func TestHandOverRaceWithSymlinkSwap(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("chown needs root")
 	}
-	base := t.TempDir()
-	folder := filepath.Join(base, "folder")
-	outside := filepath.Join(base, "outside")
-	for _, d := range []string{folder, outside, filepath.Join(folder, "zz")} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// Entries walked before zz widen the window between listing the folder
-	// and walking into zz.
-	for i := range 500 {
-		if err := os.WriteFile(filepath.Join(folder, fmt.Sprintf("pad%04d", i)), nil, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	folder, outside := linkswap.Start(t)
 	secret := filepath.Join(outside, "secret")
-	for _, p := range []string{secret, filepath.Join(folder, "zz", "secret")} {
-		if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Symlink(outside, filepath.Join(folder, "zz.l")); err != nil {
+	if err := os.WriteFile(secret, []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var stop atomic.Bool
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		zz, d, l := filepath.Join(folder, "zz"), filepath.Join(folder, "zz.d"), filepath.Join(folder, "zz.l")
-		for !stop.Load() {
-			_ = os.Rename(zz, d)
-			_ = os.Rename(l, zz)
-			_ = os.Rename(zz, l)
-			_ = os.Rename(d, zz)
-		}
-	}()
-	defer func() { stop.Store(true); <-done }()
 	deadline := time.Now().Add(3 * time.Second)
 	for i := 0; time.Now().Before(deadline); i++ {
 		// Give the folder back to root so that every walk chowns again.
@@ -76,19 +44,7 @@ func TestHandOverRaceWithSymlinkSwap(t *testing.T) {
 // measurement must stay in the folder (not walk the host's tree, counting
 // what lies there).
 func TestUsageRaceWithSymlinkSwap(t *testing.T) {
-	base := t.TempDir()
-	folder := filepath.Join(base, "folder")
-	outside := filepath.Join(base, "outside")
-	for _, d := range []string{folder, outside, filepath.Join(folder, "zz")} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for i := range 500 {
-		if err := os.WriteFile(filepath.Join(folder, fmt.Sprintf("pad%04d", i)), nil, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	folder, outside := linkswap.Start(t)
 	// A sparse host file that would count as a terabyte.
 	f, err := os.Create(filepath.Join(outside, "huge"))
 	if err != nil {
@@ -98,22 +54,6 @@ func TestUsageRaceWithSymlinkSwap(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	if err := os.Symlink(outside, filepath.Join(folder, "zz.l")); err != nil {
-		t.Fatal(err)
-	}
-	var stop atomic.Bool
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		zz, d, l := filepath.Join(folder, "zz"), filepath.Join(folder, "zz.d"), filepath.Join(folder, "zz.l")
-		for !stop.Load() {
-			_ = os.Rename(zz, d)
-			_ = os.Rename(l, zz)
-			_ = os.Rename(zz, l)
-			_ = os.Rename(d, zz)
-		}
-	}()
-	defer func() { stop.Store(true); <-done }()
 	deadline := time.Now().Add(2 * time.Second)
 	for i := 0; time.Now().Before(deadline); i++ {
 		if n, _, _ := usage(folder); n >= 1<<39 {
