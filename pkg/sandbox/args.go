@@ -35,7 +35,7 @@ var netFiles = []string{"/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", 
 var reservedDst = []string{"/", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc", "/proc", "/dev", "/tmp", "/work", "/opt/agent"}
 
 // args builds bwrap's command line for spec. run is the run's own host
-// directory (for /etc/passwd), tmp its /tmp.
+// directory, tmp its /tmp.
 func (s *Sandbox) args(spec Spec, lim Limits, run, tmp string) ([]string, error) {
 	feat := s.bwrapFeatures()
 	a := []string{
@@ -73,25 +73,13 @@ func (s *Sandbox) args(spec Spec, lim Limits, run, tmp string) ([]string, error)
 	for _, f := range files {
 		a = append(a, "--ro-bind-try", f, f)
 	}
-	uid, gid := os.Getuid(), os.Getgid()
 	if s.cfg.As != nil {
-		uid, gid = s.cfg.As.UID, s.cfg.As.GID
-	}
-	passwd := filepath.Join(run, "passwd")
-	group := filepath.Join(run, "group")
-	if err := os.WriteFile(passwd, fmt.Appendf(nil, "sandbox:x:%d:%d:sandbox:/work:/bin/sh\n", uid, gid), 0o644); err != nil {
-		return nil, fmt.Errorf("sandbox: %w", err)
-	}
-	if err := os.WriteFile(group, fmt.Appendf(nil, "sandbox:x:%d:\n", gid), 0o644); err != nil {
-		return nil, fmt.Errorf("sandbox: %w", err)
-	}
-	if s.cfg.As != nil {
-		// bwrap, running as the account, reads them.
-		_ = os.Chown(run, uid, gid)
+		// bwrap, running as the account, reaches the run's /tmp in it.
+		_ = os.Chown(run, s.cfg.As.UID, s.cfg.As.GID)
 	}
 	a = append(a,
-		"--ro-bind", passwd, "/etc/passwd",
-		"--ro-bind", group, "/etc/group",
+		"--ro-bind", filepath.Join(s.cfg.TempDir, "passwd"), "/etc/passwd",
+		"--ro-bind", filepath.Join(s.cfg.TempDir, "group"), "/etc/group",
 		"--proc", "/proc",
 		"--dev", "/dev",
 	)
@@ -182,4 +170,20 @@ func (s *Sandbox) bwrapFeatures() map[string]bool {
 		s.features["--size"] = false
 	}
 	return s.features
+}
+
+// writeIdentity writes the one-line /etc/passwd and /etc/group every run
+// sees (the account it runs as, named sandbox) into the temp dir, once.
+func (s *Sandbox) writeIdentity() error {
+	uid, gid := os.Getuid(), os.Getgid()
+	if s.cfg.As != nil {
+		uid, gid = s.cfg.As.UID, s.cfg.As.GID
+	}
+	if err := os.WriteFile(filepath.Join(s.cfg.TempDir, "passwd"), fmt.Appendf(nil, "sandbox:x:%d:%d:sandbox:/work:/bin/sh\n", uid, gid), 0o644); err != nil {
+		return fmt.Errorf("sandbox: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(s.cfg.TempDir, "group"), fmt.Appendf(nil, "sandbox:x:%d:\n", gid), 0o644); err != nil {
+		return fmt.Errorf("sandbox: %w", err)
+	}
+	return nil
 }

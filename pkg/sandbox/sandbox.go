@@ -208,11 +208,7 @@ func New(cfg Config) (*Sandbox, error) {
 		return nil, errors.New("sandbox: Config.TempDir is required")
 	}
 	if s.cfg.As == nil && os.Geteuid() == 0 {
-		a, err := Nobody()
-		if err != nil {
-			return nil, err
-		}
-		s.cfg.As = a
+		s.cfg.As = Nobody()
 	}
 	bw := cfg.Bwrap
 	if bw == "" {
@@ -234,6 +230,9 @@ func New(cfg Config) (*Sandbox, error) {
 	if err := os.Chmod(s.cfg.TempDir, 0o750); err != nil {
 		return nil, fmt.Errorf("sandbox: temp dir: %w", err)
 	}
+	if err := s.writeIdentity(); err != nil {
+		return nil, err
+	}
 	// What runs left when the daemon was killed mid-run.
 	for _, pat := range []string{"run-*", "probe-*"} {
 		old, _ := filepath.Glob(filepath.Join(s.cfg.TempDir, pat))
@@ -246,8 +245,8 @@ func New(cfg Config) (*Sandbox, error) {
 
 // Nobody is the account a root daemon's sandboxes run as: nobody, in
 // nogroup, with the daemon's group to read the read-only binds.
-func Nobody() (*Account, error) {
-	return &Account{UID: 65534, GID: 65534, Groups: []int{os.Getgid()}, Name: "nobody"}, nil
+func Nobody() *Account {
+	return &Account{UID: 65534, GID: 65534, Groups: []int{os.Getgid()}, Name: "nobody"}
 }
 
 // resolvePython finds the interpreter python3 names inside.
