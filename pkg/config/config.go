@@ -58,6 +58,7 @@
 package config
 
 import (
+	"slices"
 	"time"
 )
 
@@ -86,6 +87,7 @@ type Config struct {
 	WeCom      WeCom                `toml:"wecom"`
 	Voice      Voice                `toml:"voice"`
 	Sandbox    Sandbox              `toml:"sandbox"`
+	Web        Web                  `toml:"web"`
 	MCPServers map[string]MCPServer `toml:"mcp_servers"`
 
 	loc *time.Location // agent.timezone, loaded during validation
@@ -213,6 +215,47 @@ const (
 	NetworkOn  = "on"
 )
 
+// Web is the [web] section: the web_search engines and web_fetch's
+// limits. Engine base URLs are the operator's and trusted; every URL a
+// user or the model supplies goes through web_fetch's SSRF guard.
+type Web struct {
+	// Engines lists the web_search engines in the order they are tried.
+	// One is offered when it is configured: searxng needs
+	// searxng_base_url, tavily and brave need their API key; github and
+	// huggingface work without a key (with lower rate limits).
+	Engines            []string `toml:"engines"`
+	SearXNGBaseURL     string   `toml:"searxng_base_url" secret:"url"`
+	TavilyAPIKey       string   `toml:"tavily_api_key" secret:"true"`
+	TavilyBaseURL      string   `toml:"tavily_base_url" secret:"url"`
+	BraveAPIKey        string   `toml:"brave_api_key" secret:"true"`
+	BraveBaseURL       string   `toml:"brave_base_url" secret:"url"`
+	GitHubAPIKey       string   `toml:"github_api_key" secret:"true"`
+	GitHubBaseURL      string   `toml:"github_base_url" secret:"url"`
+	HuggingFaceAPIKey  string   `toml:"huggingface_api_key" secret:"true"`
+	HuggingFaceBaseURL string   `toml:"huggingface_base_url" secret:"url"`
+	// Timeout bounds one search request and one whole fetch.
+	Timeout Duration `toml:"timeout"`
+	// MaxResults is how many results a search returns unless the call
+	// asks for fewer (at most 20).
+	MaxResults int `toml:"max_results"`
+	// FetchAllow lets web_fetch reach what the SSRF guard refuses
+	// otherwise: "wiki.corp.lan", "*.corp.lan", "10.1.0.0/16",
+	// "192.168.1.20", "[fd00::1]", each optionally with ":PORT" to allow
+	// that port too; ":8080" allows a port on public addresses.
+	FetchAllow []string `toml:"fetch_allow"`
+	// FetchMaxMB is the largest body web_fetch reads.
+	FetchMaxMB int `toml:"fetch_max_mb"`
+}
+
+// Web search engines, in the default order.
+const (
+	EngineSearXNG     = "searxng"
+	EngineTavily      = "tavily"
+	EngineBrave       = "brave"
+	EngineGitHub      = "github"
+	EngineHuggingFace = "huggingface"
+)
+
 // Voice is the [voice] section.
 type Voice struct {
 	Enabled bool   `toml:"enabled"`
@@ -336,6 +379,13 @@ const (
 	defaultSandboxFileMB     = 100
 	defaultSandboxRuns       = 4
 	defaultSandboxPython     = "python3"
+	defaultTavilyBaseURL     = "https://api.tavily.com"
+	defaultBraveBaseURL      = "https://api.search.brave.com"
+	defaultGitHubBaseURL     = "https://api.github.com"
+	defaultHuggingFaceURL    = "https://huggingface.co"
+	defaultWebTimeout        = 15 * time.Second
+	defaultWebMaxResults     = 5
+	defaultFetchMaxMB        = 10
 )
 
 // Default returns the configuration an empty config.toml yields, before
@@ -406,6 +456,17 @@ func Default() *Config {
 			MaxFileMB:    defaultSandboxFileMB,
 			MaxRuns:      defaultSandboxRuns,
 			Python:       defaultSandboxPython,
+		},
+		Web: Web{
+			Engines:            slices.Clone(webEngines),
+			TavilyBaseURL:      defaultTavilyBaseURL,
+			BraveBaseURL:       defaultBraveBaseURL,
+			GitHubBaseURL:      defaultGitHubBaseURL,
+			HuggingFaceBaseURL: defaultHuggingFaceURL,
+			Timeout:            Duration{defaultWebTimeout},
+			MaxResults:         defaultWebMaxResults,
+			FetchAllow:         []string{},
+			FetchMaxMB:         defaultFetchMaxMB,
 		},
 		loc: time.UTC,
 	}

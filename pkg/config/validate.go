@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"agent/pkg/netguard"
 )
 
 // Enumerations, in the order messages list them.
@@ -21,6 +23,7 @@ var (
 	dmPolicies    = []string{DMPairing, DMAllowlist, DMOpen, DMClosed}
 	vadKinds      = []string{VADAuto, VADSilero, VADEnergy}
 	mcpTransports = []string{TransportStdio, TransportHTTP}
+	webEngines    = []string{EngineSearXNG, EngineTavily, EngineBrave, EngineGitHub, EngineHuggingFace}
 )
 
 // Limits.
@@ -51,6 +54,7 @@ func (p *parser) validate(c *Config) {
 	p.validateWeCom(c)
 	p.validateVoice(c)
 	p.validateSandbox(c)
+	p.validateWeb(c)
 	p.validateMCP(c)
 }
 
@@ -325,6 +329,38 @@ func (p *parser) validateSandbox(c *Config) {
 		ok = ok && !strings.Contains(py, "/")
 	}
 	p.check("sandbox.python", ok, "must be a program name such as python3 or an absolute path under /usr (only /usr is visible in the sandbox), not %q", py)
+}
+
+func (p *parser) validateWeb(c *Config) {
+	w := &c.Web
+	seen := map[string]bool{}
+	for _, e := range w.Engines {
+		switch {
+		case !oneOf(e, webEngines):
+			p.check("web.engines", false, "unknown engine %q (want %s)", e, choices(webEngines))
+		case seen[e]:
+			p.check("web.engines", false, "lists %q twice", e)
+		}
+		seen[e] = true
+	}
+	for _, u := range []struct{ key, val string }{
+		{"web.searxng_base_url", w.SearXNGBaseURL}, {"web.tavily_base_url", w.TavilyBaseURL},
+		{"web.brave_base_url", w.BraveBaseURL}, {"web.github_base_url", w.GitHubBaseURL},
+		{"web.huggingface_base_url", w.HuggingFaceBaseURL},
+	} {
+		if u.val == "" && u.key == "web.searxng_base_url" {
+			continue // searxng is simply not configured
+		}
+		if err := checkHTTPURL(u.val); err != nil {
+			p.check(u.key, false, "%v", err)
+		}
+	}
+	p.check("web.timeout", w.Timeout.Duration >= time.Second && w.Timeout.Duration <= 5*time.Minute, "must be between 1s and 5m, not %q", w.Timeout.String())
+	p.check("web.max_results", w.MaxResults >= 1 && w.MaxResults <= 20, "must be between 1 and 20, not %d", w.MaxResults)
+	p.check("web.fetch_max_mb", w.FetchMaxMB >= 1 && w.FetchMaxMB <= 100, "must be between 1 and 100, not %d", w.FetchMaxMB)
+	if _, err := netguard.ParseRules(w.FetchAllow); err != nil {
+		p.check("web.fetch_allow", false, "%s", strings.ReplaceAll(err.Error(), "\n", "; "))
+	}
 }
 
 func (p *parser) validateSecurity(c *Config) {
