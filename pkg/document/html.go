@@ -85,11 +85,27 @@ func extractHTML(ctx context.Context, data []byte, lim limits) (*Doc, error) {
 // <meta charset> or http-equiv Content-Type (a page labelled UTF-8 or a
 // Chinese charset that is not valid UTF-8 is read as GB18030), else as
 // UTF-8 when valid, else GB18030.
-func decodeHTML(data []byte) string {
+func decodeHTML(data []byte) string { return Decode(data, "", true) }
+
+// Decode returns a body fetched from the web as UTF-8. A byte order mark
+// decides first; then charset, the label the server declared (the
+// Content-Type charset parameter; "" when none); then, for HTML, the
+// page's <meta> declaration; else UTF-8 when the bytes are valid UTF-8,
+// else GB18030 (a superset of GBK and GB2312, which Chinese sites serve
+// often without saying so). A page labelled UTF-8 or a Chinese charset
+// whose bytes are not valid UTF-8 is read as GB18030 too.
+func Decode(data []byte, charset string, isHTML bool) string {
 	if bytes.HasPrefix(data, []byte("\xef\xbb\xbf")) || bytes.HasPrefix(data, []byte("\xff\xfe")) || bytes.HasPrefix(data, []byte("\xfe\xff")) {
 		return decodeText(data)
 	}
-	label := metaCharset(data[:min(len(data), 4096)])
+	label := strings.TrimSpace(charset)
+	if isHTML && (label == "" || isLatin1(label)) {
+		// Servers that default to ISO-8859-1 (Tomcat, old Apache) while
+		// the page says GBK are common: a <meta> label then wins.
+		if meta := metaCharset(data[:min(len(data), 4096)]); meta != "" {
+			label = meta
+		}
+	}
 	if label == "" {
 		return decodeText(data)
 	}
@@ -104,6 +120,17 @@ func decodeHTML(data []byte) string {
 		return decodeWith(simplifiedchinese.GB18030, data)
 	}
 	return decodeWith(enc, data)
+}
+
+// isLatin1 reports whether label names ISO-8859-1 or windows-1252 (the
+// same decoder in the WHATWG encoding standard).
+func isLatin1(label string) bool {
+	enc, err := htmlindex.Get(label)
+	if err != nil {
+		return false
+	}
+	name, _ := htmlindex.Name(enc)
+	return name == "windows-1252"
 }
 
 // metaCharset returns the charset a page's <meta> declares in head, or "".

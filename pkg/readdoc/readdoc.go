@@ -11,6 +11,8 @@ package readdoc
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -181,6 +183,42 @@ func (cfg Config) pdf(ctx context.Context, call tools.Call, a Args) (*document.D
 		return nil, fmt.Errorf("%s: pdftotext failed: %s", a.Path, problem(res))
 	}
 	doc := &document.Doc{Kind: document.KindPDF, Unit: document.UnitPage, Total: total, Parts: document.PDFPages(string(res.Stdout), first)}
+	if res.Limit == sandbox.LimitOutput && len(doc.Parts) > 0 {
+		doc.Parts[len(doc.Parts)-1].Unfinished = true
+	}
+	return doc, nil
+}
+
+// PDFBytes converts the first pages of a PDF held in memory (a download:
+// web_fetch) in a sandbox that sees nothing of any user's folder: the PDF
+// goes in on stdin to the run's private /tmp, where pdfinfo and pdftotext
+// read it, in one run.
+func PDFBytes(ctx context.Context, run Runner, data []byte) (*document.Doc, error) {
+	var nonce [12]byte
+	if _, err := rand.Read(nonce[:]); err != nil {
+		return nil, err
+	}
+	sep := "--- pdfinfo ends " + hex.EncodeToString(nonce[:]) + " ---"
+	script := `set -e; cat >/tmp/in.pdf; pdfinfo /tmp/in.pdf; printf '\n%s\n' "$1"; exec pdftotext -l ` +
+		strconv.Itoa(pdfPagesAtOnce) + ` -enc UTF-8 -eol unix /tmp/in.pdf -`
+	res, err := run.Run(ctx, sandbox.Spec{Argv: []string{"sh", "-c", script, "sh", sep}, Stdin: data, Limits: pdfLimits})
+	if err != nil {
+		return nil, fmt.Errorf("the sandbox failed: %v", err)
+	}
+	info, text, ok := strings.Cut(string(res.Stdout), "\n"+sep+"\n")
+	if !ok || res.Limit != sandbox.LimitNone && res.Limit != sandbox.LimitOutput || res.Limit == sandbox.LimitNone && res.Exit != 0 {
+		return nil, fmt.Errorf("not a readable PDF: %s", problem(res))
+	}
+	total := 0
+	for l := range strings.SplitSeq(info, "\n") {
+		if v, ok := strings.CutPrefix(l, "Pages:"); ok {
+			total, _ = strconv.Atoi(strings.TrimSpace(v))
+		}
+	}
+	doc := &document.Doc{Kind: document.KindPDF, Unit: document.UnitPage, Total: total}
+	if total > 0 {
+		doc.Parts = document.PDFPages(text, 1)
+	}
 	if res.Limit == sandbox.LimitOutput && len(doc.Parts) > 0 {
 		doc.Parts[len(doc.Parts)-1].Unfinished = true
 	}

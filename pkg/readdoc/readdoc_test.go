@@ -199,3 +199,22 @@ func BenchmarkReadPDF50(b *testing.B) {
 	b.ReportMetric(float64(ds[len(ds)/2].Microseconds())/1000, "p50_ms")
 	b.ReportMetric(float64(ds[(len(ds)-1)*99/100].Microseconds())/1000, "p99_ms")
 }
+
+// PDFBytes reads a downloaded PDF in a sandbox of its own; a PDF whose
+// text imitates the separator between pdfinfo's and pdftotext's output
+// cannot confuse the split, and what is not a PDF is an error.
+func TestPDFBytes(t *testing.T) {
+	nativetest.LookPath(t, "pdftotext", "poppler-utils")
+	s := sandboxtest.New(t, nil)
+	pdf := doctest.PDF([]string{"web page one", "--- pdfinfo ends 00 ---\nPages: 99", "third"})
+	doc, err := readdoc.PDFBytes(context.Background(), s, pdf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if doc.Total != 3 || len(doc.Parts) != 3 || !strings.Contains(doc.Parts[0].Text, "web page one") || !strings.Contains(doc.Parts[2].Text, "third") {
+		t.Fatalf("doc: total %d, %d parts: %+v", doc.Total, len(doc.Parts), doc.Parts)
+	}
+	if _, err := readdoc.PDFBytes(context.Background(), s, []byte("<html>not a pdf</html>")); err == nil || !strings.Contains(err.Error(), "not a readable PDF") {
+		t.Fatalf("HTML as PDF: %v", err)
+	}
+}

@@ -1,0 +1,408 @@
+// Package webfetch is the web_fetch tool: the readable text of a web page
+// as Markdown, of a PDF, an Office document or CSV as read_document reads
+// them, and of JSON or plain text as it is.
+//
+// Every URL goes through a netguard.Guard: http and https only, no
+// address on the box, the LAN or cloud metadata, checked at dial time and
+// on every redirect. Bodies are bounded (web.fetch_max_mb), the whole
+// fetch by web.timeout, redirects to five. Pages are decoded by their
+// declared or detected charset (GBK and GB18030 pages included), reduced
+// to their main content by go-readability (a port of Firefox's Reader
+// View) and written as Markdown by html-to-markdown; a page those cannot
+// read (deeply nested, or with no article) is read by pkg/document's
+// streaming HTML reader instead. PDFs are converted in the sandbox.
+package webfetch
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"net/url"
+	"path"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	readability "codeberg.org/readeck/go-readability/v2"
+	"github.com/JohannesKaufmann/html-to-markdown/v2/converter"
+	"github.com/JohannesKaufmann/html-to-markdown/v2/plugin/base"
+	"github.com/JohannesKaufmann/html-to-markdown/v2/plugin/commonmark"
+	"github.com/JohannesKaufmann/html-to-markdown/v2/plugin/table"
+	"golang.org/x/net/html"
+
+	"agent/pkg/clock"
+	"agent/pkg/document"
+	"agent/pkg/netguard"
+)
+
+// Defaults and bounds.
+const (
+	DefaultMaxChars = 20000
+	MaxMaxChars     = 100000
+	// maxDepth and maxElements bound what readability and the Markdown
+	// converter (recursive) are given; deeper or larger pages are read
+	// by pkg/document's streaming reader.
+	maxDepth    = 256
+	maxElements = 100000
+)
+
+// Config of the tool.
+type Config struct {
+	Guard    *netguard.Guard
+	Timeout  time.Duration // the whole fetch (default 15 s)
+	MaxBytes int64         // the largest body read (default 10 MB)
+	// PDF converts a downloaded PDF (in the sandbox); nil or an error:
+	// PDFs are refused with that reason.
+	PDF       func(ctx context.Context, data []byte) (*document.Doc, error)
+	UserAgent string
+	Clock     clock.Clock
+	Logger    *slog.Logger
+}
+
+// Fetcher fetches and reads pages.
+type Fetcher struct {
+	cfg    Config
+	client *http.Client
+	md     *converter.Converter
+}
+
+// New returns a Fetcher.
+func New(cfg Config) *Fetcher {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 15 * time.Second
+	}
+	if cfg.MaxBytes <= 0 {
+		cfg.MaxBytes = 10 << 20
+	}
+	if cfg.UserAgent == "" {
+		cfg.UserAgent = "Mozilla/5.0 (compatible; agent web_fetch)"
+	}
+	if cfg.Guard == nil {
+		cfg.Guard = netguard.New(netguard.Config{})
+	}
+	cfg.Clock = clock.Or(cfg.Clock)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	md := converter.NewConverter(converter.WithPlugins(base.NewBasePlugin(), commonmark.NewCommonmarkPlugin(), table.NewTablePlugin()))
+	// Pictures are noise in text for a model: their alt text is not
+	// worth the URLs.
+	for _, tag := range []string{"img", "picture", "svg", "video", "audio", "source", "button"} {
+		md.Register.TagType(tag, converter.TagTypeRemove, converter.PriorityEarly)
+	}
+	return &Fetcher{cfg: cfg, client: cfg.Guard.Client(netguard.ClientConfig{Timeout: cfg.Timeout}), md: md}
+}
+
+// Page is a fetched and read page.
+type Page struct {
+	URL       string // after redirects
+	Status    int
+	Type      string // the media type
+	Title     string
+	Byline    string
+	Published string
+	Text      string // Markdown or text
+	Bytes     int64  // body bytes read
+	Cut       bool   // the body was longer than MaxBytes
+	Note      string // how it was read, when it matters
+}
+
+// ErrNotReadable is a body web_fetch does not read (an image, a binary).
+var ErrNotReadable = errors.New("not a page web_fetch can read")
+
+// Fetch fetches raw and reads it.
+func (f *Fetcher) Fetch(ctx context.Context, raw string) (*Page, error) {
+	u, err := f.cfg.Guard.CheckURL(raw)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
+	defer cancel()
+	start := f.cfg.Clock.Now()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", u.Redacted(), err)
+	}
+	req.Header.Set("User-Agent", f.cfg.UserAgent)
+	req.Header.Set("Accept", "text/html,application/xhtml+xml,application/pdf,application/json,text/plain;q=0.9,*/*;q=0.5")
+	req.Header.Set("Accept-Language", "zh-CN,zh;q=0.9,en;q=0.8")
+	resp, err := f.client.Do(req)
+	if err != nil {
+		var re *netguard.RefusedError
+		if errors.As(err, &re) {
+			return nil, re
+		}
+		if ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, fmt.Errorf("%s did not answer within %s", u.Host, f.cfg.Timeout)
+		}
+		return nil, fmt.Errorf("fetch %s: %v", u.Host, unwrapURLError(err))
+	}
+	defer resp.Body.Close()
+	p := &Page{URL: resp.Request.URL.String(), Status: resp.StatusCode}
+	p.Type, _, _ = mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, f.cfg.MaxBytes+1))
+	p.Bytes = int64(len(body))
+	logArgs := []any{"host", resp.Request.URL.Host, "status", resp.StatusCode, "bytes", p.Bytes, "type", p.Type, "elapsed", f.cfg.Clock.Now().Sub(start).Round(time.Millisecond)}
+	if resp.Request.URL.Host != u.Host {
+		logArgs = append(logArgs, "from_host", u.Host)
+	}
+	if err != nil {
+		f.cfg.Logger.Info("web_fetch", append(logArgs, "err", err)...)
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%s: the body did not arrive within %s", u.Host, f.cfg.Timeout)
+		}
+		return nil, fmt.Errorf("%s: reading the body: %v", u.Host, unwrapURLError(err))
+	}
+	f.cfg.Logger.Info("web_fetch", logArgs...)
+	if int64(len(body)) > f.cfg.MaxBytes {
+		body, p.Cut = body[:f.cfg.MaxBytes], true
+	}
+	if resp.StatusCode >= 400 {
+		return nil, fmt.Errorf("%s answered %s%s", p.URL, resp.Status, errorHint(resp.StatusCode))
+	}
+	if err := f.read(ctx, p, body, resp.Header.Get("Content-Type")); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// errorHint explains the statuses a model may misread.
+func errorHint(status int) string {
+	if status == http.StatusTooManyRequests || status == http.StatusForbidden {
+		return " (the site refuses automated reading or is rate-limiting)"
+	}
+	return ""
+}
+
+func unwrapURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// read turns body into p.Text by its type.
+func (f *Fetcher) read(ctx context.Context, p *Page, body []byte, contentType string) error {
+	_, params, _ := mime.ParseMediaType(contentType)
+	charset := params["charset"]
+	kind := kindOf(p.Type, p.URL, body)
+	switch kind {
+	case document.KindHTML:
+		return f.readHTML(ctx, p, body, charset)
+	case "json":
+		p.Text = document.Decode(body, charset, false)
+		return nil
+	case document.KindText, document.KindMarkdown:
+		p.Text = document.Decode(body, charset, false)
+		return nil
+	case document.KindPDF:
+		if p.Cut {
+			return fmt.Errorf("%s is a PDF larger than %d MB; web_fetch reads PDFs up to that size", p.URL, f.cfg.MaxBytes>>20)
+		}
+		if f.cfg.PDF == nil {
+			return fmt.Errorf("%s is a PDF, and reading PDFs needs the sandbox, which is not available on this box", p.URL)
+		}
+		doc, err := f.cfg.PDF(ctx, body)
+		if err != nil {
+			return fmt.Errorf("%s: %v", p.URL, err)
+		}
+		p.Text, p.Note = renderDoc(doc)
+		return nil
+	case document.KindDOCX, document.KindXLSX, document.KindPPTX, document.KindCSV:
+		if p.Cut {
+			return fmt.Errorf("%s is a document larger than %d MB; web_fetch reads documents up to that size", p.URL, f.cfg.MaxBytes>>20)
+		}
+		doc, err := document.Extract(ctx, kind, body)
+		if err != nil {
+			return fmt.Errorf("%s: %v", p.URL, err)
+		}
+		p.Text, p.Note = renderDoc(doc)
+		return nil
+	}
+	what := p.Type
+	if what == "" {
+		what = http.DetectContentType(body)
+	}
+	return fmt.Errorf("%s is %s: %w", p.URL, what, ErrNotReadable)
+}
+
+// renderDoc writes a document whole (web_fetch cuts by characters).
+func renderDoc(doc *document.Doc) (string, string) {
+	out, err := document.Render(doc, "", document.MaxChars)
+	if err != nil {
+		return "", err.Error()
+	}
+	note := ""
+	if doc.Kind == document.KindPDF && doc.Total > len(doc.Parts) {
+		note = fmt.Sprintf("the PDF has %d pages; web_fetch read the first %d (save it and use read_document for the rest)", doc.Total, len(doc.Parts))
+	}
+	return out, note
+}
+
+// kindOf decides how to read a body: by its declared media type, else
+// by the URL's file name and the body's first bytes.
+func kindOf(mediaType, rawURL string, body []byte) string {
+	switch mediaType {
+	case "text/html", "application/xhtml+xml":
+		return document.KindHTML
+	case "application/pdf", "application/x-pdf":
+		return document.KindPDF
+	case "application/json", "application/ld+json", "application/problem+json":
+		return "json"
+	case "text/plain":
+		if bytes.HasPrefix(body, []byte("%PDF-")) {
+			return document.KindPDF
+		}
+		return document.KindText
+	case "text/markdown", "text/x-markdown":
+		return document.KindMarkdown
+	case "text/csv":
+		return document.KindCSV
+	case "text/tab-separated-values":
+		return document.KindCSV
+	}
+	if strings.HasSuffix(mediaType, "+json") {
+		return "json"
+	}
+	if strings.HasSuffix(mediaType, "+xml") || mediaType == "text/xml" || mediaType == "application/xml" {
+		return document.KindText
+	}
+	name := "page"
+	if u, err := url.Parse(rawURL); err == nil && path.Base(u.Path) != "/" && path.Base(u.Path) != "." {
+		name = path.Base(u.Path)
+	}
+	head := body[:min(len(body), 4096)]
+	kind, err := document.Kind(name, head)
+	if err == nil {
+		return kind
+	}
+	// No telling extension: sniff.
+	sniffed, _, _ := mime.ParseMediaType(http.DetectContentType(head))
+	switch sniffed {
+	case "text/html":
+		return document.KindHTML
+	case "application/pdf":
+		return document.KindPDF
+	case "text/plain":
+		if json := bytes.TrimSpace(head); len(json) > 0 && (json[0] == '{' || json[0] == '[') {
+			return "json"
+		}
+		return document.KindText
+	}
+	if mediaType == "" && utf8.Valid(head) && !bytes.ContainsRune(head, 0) {
+		return document.KindText
+	}
+	return ""
+}
+
+// readHTML reads a page's main content as Markdown.
+func (f *Fetcher) readHTML(ctx context.Context, p *Page, body []byte, charset string) error {
+	text := document.Decode(body, charset, true)
+	if depth, elems := shape(text); depth > maxDepth || elems > maxElements {
+		return f.readHTMLPlain(ctx, p, text, fmt.Sprintf("the page is too deeply nested or large for the article reader (%d levels, %d elements); read as plain text", depth, elems))
+	}
+	doc, err := html.Parse(strings.NewReader(text))
+	if err != nil {
+		return f.readHTMLPlain(ctx, p, text, "")
+	}
+	pageURL, _ := url.Parse(p.URL)
+	parser := readability.NewParser()
+	parser.MaxElemsToParse = maxElements
+	art, err := parser.ParseAndMutate(doc, pageURL)
+	if err != nil || art.Node == nil {
+		return f.readHTMLPlain(ctx, p, text, "")
+	}
+	p.Title, p.Byline = clean(art.Title()), clean(art.Byline())
+	if t, err := art.PublishedTime(); err == nil && !t.IsZero() {
+		p.Published = t.Format("2006-01-02")
+	}
+	out, err := f.md.ConvertNode(art.Node, converter.WithContext(ctx), converter.WithDomain(p.URL))
+	if err != nil {
+		return f.readHTMLPlain(ctx, p, text, "")
+	}
+	p.Text = strings.TrimSpace(string(out))
+	if p.Text == "" {
+		return f.readHTMLPlain(ctx, p, text, "")
+	}
+	return nil
+}
+
+// readHTMLPlain reads a page with pkg/document's streaming HTML reader:
+// every visible text, no article detection.
+func (f *Fetcher) readHTMLPlain(ctx context.Context, p *Page, text, note string) error {
+	doc, err := document.Extract(ctx, document.KindHTML, []byte(text))
+	if err != nil {
+		return fmt.Errorf("%s: %v", p.URL, err)
+	}
+	if len(doc.Parts) > 0 {
+		p.Text = doc.Parts[0].Text
+	}
+	if p.Title == "" {
+		p.Title = titleOf(text)
+	}
+	p.Note = note
+	return nil
+}
+
+// shape returns a page's deepest element nesting and its element count.
+func shape(text string) (depth, elems int) {
+	z := html.NewTokenizer(strings.NewReader(text))
+	d := 0
+	for {
+		switch z.Next() {
+		case html.ErrorToken:
+			return depth, elems
+		case html.StartTagToken:
+			elems++
+			name, _ := z.TagName()
+			if !voidElement[string(name)] {
+				d++
+				depth = max(depth, d)
+			}
+		case html.SelfClosingTagToken:
+			elems++
+		case html.EndTagToken:
+			if d > 0 {
+				d--
+			}
+		}
+	}
+}
+
+var voidElement = map[string]bool{
+	"area": true, "base": true, "br": true, "col": true, "embed": true, "hr": true, "img": true, "input": true,
+	"link": true, "meta": true, "param": true, "source": true, "track": true, "wbr": true,
+}
+
+// titleOf is the page's <title>.
+func titleOf(text string) string {
+	z := html.NewTokenizer(strings.NewReader(text[:min(len(text), 64<<10)]))
+	for {
+		switch z.Next() {
+		case html.ErrorToken:
+			return ""
+		case html.StartTagToken:
+			if name, _ := z.TagName(); string(name) == "title" {
+				if z.Next() == html.TextToken {
+					return clean(string(z.Text()))
+				}
+				return ""
+			}
+		}
+	}
+}
+
+// clean collapses whitespace and bounds a metadata field.
+func clean(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if utf8.RuneCountInString(s) > 300 {
+		s = string([]rune(s)[:300]) + "…"
+	}
+	return s
+}
