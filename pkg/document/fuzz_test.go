@@ -63,6 +63,9 @@ func FuzzExtract(f *testing.F) {
 	f.Add(uint8(3), []byte("a,b\n\"c\"\"d\",e\n"))
 	f.Add(uint8(3), []byte("x\ty\n1\t2\n"))
 	f.Add(uint8(4), []byte(`<meta charset="gbk"><table><tr><td>a<td>b<tr><td><h1>x</h1></table><ul><li>i<ol><li>j</ol></ul><pre> p </pre><script>s</script>`))
+	// A <meta> content whose lower-casing changes its length (found by
+	// web_fetch's fuzzing: it panicked).
+	f.Add(uint8(4), []byte("<metA http-equiv=\"Content-TYpe\"Content=\xcaChArset=0>"))
 	f.Add(uint8(5), []byte("\xff\xfeh\x00i\x00"))
 	f.Add(uint8(6), []byte("\xc4\xe3\xba\xc3"))
 	lim := fuzzLimits()

@@ -122,6 +122,28 @@ func Decode(data []byte, charset string, isHTML bool) string {
 	return decodeWith(enc, data)
 }
 
+// indexFold is the byte index of the first match of sub (ASCII) in s,
+// ignoring ASCII case, or -1.
+func indexFold(s, sub string) int {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		match := true
+		for j := 0; j < len(sub); j++ {
+			c := s[i+j]
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			if c != sub[j] {
+				match = false
+				break
+			}
+		}
+		if match {
+			return i
+		}
+	}
+	return -1
+}
+
 // isLatin1 reports whether label names ISO-8859-1 or windows-1252 (the
 // same decoder in the WHATWG encoding standard).
 func isLatin1(label string) bool {
@@ -166,8 +188,9 @@ func metaCharset(head []byte) string {
 			return strings.TrimSpace(charset)
 		}
 		if equiv {
-			low := strings.ToLower(content)
-			if i := strings.Index(low, "charset="); i >= 0 {
+			// Not strings.ToLower: on invalid UTF-8 it changes lengths,
+			// and the index would not fit content.
+			if i := indexFold(content, "charset="); i >= 0 {
 				cs := strings.Trim(content[i+len("charset="):], ` "';`)
 				if j := strings.IndexAny(cs, " ;\"'"); j >= 0 {
 					cs = cs[:j]
