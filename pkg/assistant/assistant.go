@@ -30,6 +30,7 @@ import (
 	"agent/pkg/logging"
 	"agent/pkg/memory"
 	"agent/pkg/metrics"
+	"agent/pkg/netguard"
 	"agent/pkg/recipient"
 	"agent/pkg/runner"
 	"agent/pkg/session"
@@ -65,6 +66,9 @@ type Deps struct {
 	// Bwrap is the bubblewrap binary of the sandbox; "" finds bwrap in
 	// PATH.
 	Bwrap string
+	// Resolver looks up the names web_fetch dials (nil: the system's);
+	// tests point names at local servers with it.
+	Resolver netguard.Resolver
 }
 
 // Assistant is the running pipeline. A zero Assistant made by Failed
@@ -87,6 +91,7 @@ type Assistant struct {
 	sched    *schedPart
 	checks   *selfCheckPart
 	sandbox  *sandboxPart
+	webCfg   config.Web // the [web] the web tools were built from
 }
 
 // maxConcurrentTurns sizes the runner for the 2 GB budget: at most this
@@ -159,6 +164,9 @@ func New(cfg *config.Config, d Deps) (_ *Assistant, err error) {
 	}
 	a.sandbox = a.newSandboxPart(cfg) // its tools come with Start, once it proved to work
 	if err := a.Register(a.documentTool()); err != nil {
+		return nil, err
+	}
+	if err := a.registerWeb(cfg); err != nil {
 		return nil, err
 	}
 	a.memory = memory.New(d.Store.DB(), memory.Config{
@@ -266,7 +274,7 @@ func (a *Assistant) Start(ctx context.Context) error {
 }
 
 // Reload applies a reloaded configuration (already in force through
-// Deps.Config): the workspace prompt files, [mcp_servers] and the
+// Deps.Config): the workspace prompt files, [mcp_servers], [web] and the
 // recipients of stored jobs (owners or owner_broadcast may have changed).
 func (a *Assistant) Reload(ctx context.Context, next *config.Config) {
 	if a.err != nil {
@@ -280,6 +288,7 @@ func (a *Assistant) Reload(ctx context.Context, next *config.Config) {
 		a.logger.Info("workspace prompt files reloaded", "changed", changed)
 	}
 	a.mcp.apply(ctx, next.MCPServers, a.logger) // live: the manager restarts only what changed
+	a.reloadWeb(next)
 	a.enforceJobRecipients(ctx)
 }
 

@@ -102,7 +102,14 @@ func NewRegistry() *Registry {
 // Register adds t. The name must match ^[a-zA-Z0-9_-]{1,64}$ (MCP tools use
 // SERVER__TOOL), be unused, have a handler, and a schema that is a JSON
 // object schema (an empty Schema becomes {"type":"object","properties":{}}).
-func (r *Registry) Register(t Tool) error {
+func (r *Registry) Register(t Tool) error { return r.add(t, false) }
+
+// Replace is Register for a tool that may be registered already: it
+// takes the old one's place at once, so a turn never sees the name
+// missing (a reload rebuilding a tool from the new config).
+func (r *Registry) Replace(t Tool) error { return r.add(t, true) }
+
+func (r *Registry) add(t Tool, replace bool) error {
 	if !nameRE.MatchString(t.Name) {
 		return fmt.Errorf("tools: register %q: name must match ^[a-zA-Z0-9_-]{1,64}$", t.Name)
 	}
@@ -124,7 +131,7 @@ func (r *Registry) Register(t Tool) error {
 	t.Profiles = slices.Clone(t.Profiles)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, dup := r.tools[t.Name]; dup {
+	if _, dup := r.tools[t.Name]; dup && !replace {
 		return fmt.Errorf("tools: register %q: already registered", t.Name)
 	}
 	r.tools[t.Name] = t

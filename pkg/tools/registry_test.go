@@ -71,6 +71,15 @@ func TestRegisterDuplicateAndDefaults(t *testing.T) {
 	if err := r.Register(Tool{Name: "a", Handler: echo}); err != nil {
 		t.Fatalf("re-register after Unregister: %v", err)
 	}
+	if err := r.Replace(Tool{Name: "a", Description: "new", Handler: echo}); err != nil {
+		t.Fatalf("Replace: %v", err)
+	}
+	if got, _ := r.Get("a"); got.Description != "new" {
+		t.Fatalf("Replace kept %q", got.Description)
+	}
+	if err := r.Replace(Tool{Name: "b c", Handler: echo}); err == nil {
+		t.Fatal("Replace skipped the checks")
+	}
 }
 
 func newTestRegistry(t *testing.T) *Registry {

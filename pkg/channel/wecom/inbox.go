@@ -99,7 +99,11 @@ func TurnText(m *wx.Message) string {
 				keep = append(keep, p)
 			}
 		}
-		return "[The user shared a link: " + strings.Join(keep, " — ") + "]"
+		link := "[The user shared a link: " + strings.Join(keep, " — ") + "]"
+		if strings.TrimSpace(m.URL) != "" {
+			link += " (web_fetch reads the page)"
+		}
+		return link
 	}
 	return ""
 }

@@ -495,3 +495,16 @@ func TestInboundMediaOverQuota(t *testing.T) {
 		t.Fatalf("usage %d after a refused upload", n)
 	}
 }
+
+// A link a user shares reaches the turn with its URL and the hint that
+// web_fetch reads it; a link card without a URL gets no hint.
+func TestLinkTurnText(t *testing.T) {
+	got := TurnText(&wx.Message{MsgType: wx.MsgLink, Title: "Tidal power", Description: "News", URL: "https://news.example/a"})
+	want := "[The user shared a link: Tidal power — News — https://news.example/a] (web_fetch reads the page)"
+	if got != want {
+		t.Fatalf("got %q\nwant %q", got, want)
+	}
+	if got := TurnText(&wx.Message{MsgType: wx.MsgLink, Title: "No URL"}); strings.Contains(got, "web_fetch") {
+		t.Fatalf("no URL: %q", got)
+	}
+}
