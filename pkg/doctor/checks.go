@@ -83,6 +83,7 @@ func Checks(e Env) []Check {
 		Check{"wecom", e.checkWeCom},
 		Check{"http_access", e.checkAccess}, // access.go
 		Check{"mcp", e.checkMCP},
+		Check{"web", e.checkWeb},         // web.go
 		Check{"sandbox", e.checkSandbox}, // sandbox.go
 		Check{"daemon", e.checkDaemon},
 		Check{"self_check", e.checkSelfCheck}, // selfcheck.go
