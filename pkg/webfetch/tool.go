@@ -78,6 +78,10 @@ func (p *Page) Render(maxChars int, maxBytes int64) string {
 	b.WriteString("\n")
 	text := p.Text
 	total := utf8.RuneCountInString(text)
+	about := ""
+	if p.Chars > total {
+		total, about = p.Chars, "about "
+	}
 	if total > maxChars {
 		text = string([]rune(text)[:maxChars])
 	}
@@ -88,10 +92,10 @@ func (p *Page) Render(maxChars int, maxBytes int64) string {
 	b.WriteString("\n")
 	switch {
 	case total > maxChars && maxChars < MaxMaxChars:
-		fmt.Fprintf(&b, "\n[truncated: showing %s of %s characters; call web_fetch again with a larger max_chars (at most %s) to read more]\n",
-			thousands(maxChars), thousands(total), thousands(MaxMaxChars))
+		fmt.Fprintf(&b, "\n[truncated: showing %s of %s%s characters; call web_fetch again with a larger max_chars (at most %s) to read more]\n",
+			thousands(maxChars), about, thousands(total), thousands(MaxMaxChars))
 	case total > maxChars:
-		fmt.Fprintf(&b, "\n[truncated: showing %s of %s characters, the most web_fetch returns]\n", thousands(maxChars), thousands(total))
+		fmt.Fprintf(&b, "\n[truncated: showing %s of %s%s characters, the most web_fetch returns]\n", thousands(maxChars), about, thousands(total))
 	}
 	if p.Cut {
 		fmt.Fprintf(&b, "[the body is larger than %d MB: only its first %d MB were read]\n", maxBytes>>20, maxBytes>>20)

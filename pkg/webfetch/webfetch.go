@@ -21,6 +21,7 @@ import (
 	"io"
 	"log/slog"
 	"mime"
+	"net"
 	"net/http"
 	"net/url"
 	"path"
@@ -89,7 +90,12 @@ func New(cfg Config) *Fetcher {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	md := converter.NewConverter(converter.WithPlugins(base.NewBasePlugin(), commonmark.NewCommonmarkPlugin(), table.NewTablePlugin()))
+	md := converter.NewConverter(
+		converter.WithPlugins(base.NewBasePlugin(), commonmark.NewCommonmarkPlugin(), table.NewTablePlugin()),
+		// The reader is a model, not a Markdown renderer: escaping every
+		// * and _ costs a fifth of the conversion and tokens.
+		converter.WithEscapeMode(converter.EscapeModeDisabled),
+	)
 	// Pictures are noise in text for a model: their alt text is not
 	// worth the URLs.
 	for _, tag := range []string{"img", "picture", "svg", "video", "audio", "source", "button"} {
@@ -108,8 +114,11 @@ type Page struct {
 	Published string
 	Text      string // Markdown or text
 	Bytes     int64  // body bytes read
-	Cut       bool   // the body was longer than MaxBytes
-	Note      string // how it was read, when it matters
+	// Chars is the length of the whole text in characters when Text
+	// holds only its start (a very long article); 0 otherwise.
+	Chars int
+	Cut   bool   // the body was longer than MaxBytes
+	Note  string // how it was read, when it matters
 }
 
 // ErrNotReadable is a body web_fetch does not read (an image, a binary).
@@ -137,7 +146,8 @@ func (f *Fetcher) Fetch(ctx context.Context, raw string) (*Page, error) {
 		if errors.As(err, &re) {
 			return nil, re
 		}
-		if ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		var ne net.Error
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {
 			return nil, fmt.Errorf("%s did not answer within %s", u.Host, f.cfg.Timeout)
 		}
 		return nil, fmt.Errorf("fetch %s: %v", u.Host, unwrapURLError(err))
@@ -322,6 +332,11 @@ func (f *Fetcher) readHTML(ctx context.Context, p *Page, body []byte, charset st
 	if t, err := art.PublishedTime(); err == nil && !t.IsZero() {
 		p.Published = t.Format("2006-01-02")
 	}
+	// web_fetch returns at most MaxMaxChars: what follows is counted, not
+	// converted.
+	if chars, cut := prune(art.Node, MaxMaxChars*3/2); cut {
+		p.Chars = chars
+	}
 	out, err := f.md.ConvertNode(art.Node, converter.WithContext(ctx), converter.WithDomain(p.URL))
 	if err != nil {
 		return f.readHTMLPlain(ctx, p, text, "")
@@ -348,6 +363,42 @@ func (f *Fetcher) readHTMLPlain(ctx context.Context, p *Page, text, note string)
 	}
 	p.Note = note
 	return nil
+}
+
+// prune removes what follows the first limit characters of n's text
+// and reports the text's whole length and whether it cut. n is no deeper
+// than maxDepth (shape checked).
+func prune(n *html.Node, limit int) (chars int, cut bool) {
+	var walk func(n *html.Node)
+	walk = func(n *html.Node) {
+		for c := n.FirstChild; c != nil; {
+			next := c.NextSibling
+			if chars > limit {
+				chars += textLen(c)
+				n.RemoveChild(c)
+				cut = true
+			} else if c.Type == html.TextNode {
+				chars += utf8.RuneCountInString(c.Data)
+			} else {
+				walk(c)
+			}
+			c = next
+		}
+	}
+	walk(n)
+	return chars, cut
+}
+
+// textLen is the length in characters of n's text.
+func textLen(n *html.Node) int {
+	if n.Type == html.TextNode {
+		return utf8.RuneCountInString(n.Data)
+	}
+	total := 0
+	for c := n.FirstChild; c != nil; c = c.NextSibling {
+		total += textLen(c)
+	}
+	return total
 }
 
 // shape returns a page's deepest element nesting and its element count.

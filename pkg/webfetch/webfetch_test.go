@@ -174,6 +174,13 @@ func TestLimits(t *testing.T) {
 	if err != nil || !strings.Contains(out, "[truncated: showing 30 of") || !strings.Contains(out, "at most 100,000") {
 		t.Errorf("max_chars: %v\n%s", err, out)
 	}
+	// A very long article is converted only as far as web_fetch returns;
+	// the notice says about how long it is.
+	out, err = fx.call(t, map[string]any{"url": fx.url("/article-1mb"), "max_chars": 100000})
+	if err != nil || !strings.Contains(out, webtest.ArticleLead) || strings.Contains(out, webtest.ArticleLast) ||
+		!strings.Contains(out, "characters, the most web_fetch returns]") || !strings.Contains(out, "of about ") {
+		t.Errorf("1 MB article: %v\n%s", err, out[max(0, len(out)-400):])
+	}
 	out, err = fx.call(t, map[string]any{"url": fx.url("/moved")})
 	if err != nil || !strings.Contains(out, "URL: "+fx.url("/article")) {
 		t.Errorf("redirect: %v\n%s", err, out)
