@@ -81,6 +81,8 @@ provider = "custom"
 base_url = "` + url + `"
 model = "m"
 api_key = "sk-test-secret"
+[web]
+engines = [] # doctor tests never reach the real search engines
 [embedding]
 model_dir = "nope"
 [asr]
