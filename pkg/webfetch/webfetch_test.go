@@ -232,3 +232,21 @@ func TestBadArgs(t *testing.T) {
 		t.Error("a non-URL was fetched")
 	}
 }
+
+// One Fetcher serves every user's turns at once.
+func TestConcurrentFetches(t *testing.T) {
+	fx := newFixture(t, nil)
+	errs := make(chan error, 8)
+	for i := range 8 {
+		go func() {
+			path := []string{"/article", "/gbk-meta", "/data.json", "/deep"}[i%4]
+			_, err := fx.f.Fetch(context.Background(), fx.url(path))
+			errs <- err
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}
