@@ -17,7 +17,10 @@
 //
 // Operators widen the guard with allow rules (web.fetch_allow): a host
 // name, a "*.domain", an address or a CIDR, each optionally with ":PORT";
-// a lone ":PORT" allows that port on public addresses.
+// a lone ":PORT" allows that port on public addresses. A name rule opens
+// only the LAN addresses (private, CGNAT, ULA) the name resolves to;
+// loopback, link-local and other special addresses need an address or
+// CIDR rule.
 package netguard
 
 import (
@@ -423,16 +426,43 @@ func (r Rule) matches(host string, a netip.Addr) bool {
 	return false
 }
 
-// addrAllowed reports whether a rule allows reaching a (named host).
+// addrAllowed reports whether a rule allows reaching a (named host). A
+// name rule opens only the LAN addresses the name resolves to (private,
+// carrier-grade NAT, unique-local): "*.corp.lan" must not make
+// localhost.corp.lan or a name pointing at 169.254.169.254 reachable.
+// Loopback, link-local and the rest need an address or CIDR rule.
 func (g *Guard) addrAllowed(host string, a netip.Addr) bool {
 	host = strings.TrimSuffix(host, ".")
 	for _, r := range g.allow {
-		if r.matches(host, a) {
+		if !r.matches(host, a) {
+			continue
+		}
+		if r.prefix.IsValid() || isLAN(a) {
 			return true
 		}
 	}
 	return false
 }
+
+// lanRanges are the addresses a name rule may open.
+var lanRanges = []netip.Prefix{
+	netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("172.16.0.0/12"),
+	netip.MustParsePrefix("192.168.0.0/16"), netip.MustParsePrefix("100.64.0.0/10"),
+	netip.MustParsePrefix("fc00::/7"),
+}
+
+func isLAN(a netip.Addr) bool {
+	a = a.Unmap()
+	for _, p := range lanRanges {
+		if p.Contains(a) {
+			// fd00:ec2::254 is a cloud metadata address inside the ULA.
+			return a != awsMetadata6
+		}
+	}
+	return false
+}
+
+var awsMetadata6 = netip.MustParseAddr("fd00:ec2::254")
 
 // portAllowed reports whether port may be used to reach host at a (a may
 // be the zero Addr before resolution).

@@ -186,7 +186,7 @@ func TestRedirectToTheBoxIsRefused(t *testing.T) {
 	})
 	g := New(Config{
 		Resolver: fakeResolver{"public.example": {"127.0.0.1"}, "rebind.example": {"127.0.0.1"}},
-		Allow:    mustRules(t, "public.example:"+public.port),
+		Allow:    mustRules(t, "127.0.0.1:"+public.port),
 	})
 	base := "http://public.example:" + public.port
 	if body, err := fetch(g, base+"/"); err != nil || body != "public page" {
@@ -218,9 +218,10 @@ func TestAllowRules(t *testing.T) {
 		{[]string{"127.0.0.1"}, "http://127.0.0.1:" + srv.port + "/", false},    // address but not port
 		{[]string{":" + srv.port}, "http://127.0.0.1:" + srv.port + "/", false}, // port alone: public only
 		{[]string{"127.0.0.0/8:" + srv.port}, "http://127.0.0.1:" + srv.port + "/", true},
-		{[]string{"wiki.corp.lan:" + srv.port}, "http://wiki.corp.lan:" + srv.port + "/", true},
+		// A name rule opens LAN addresses, never loopback.
+		{[]string{"wiki.corp.lan:" + srv.port}, "http://wiki.corp.lan:" + srv.port + "/", false},
 		{[]string{"wiki.corp.lan:" + srv.port}, "http://other.lan:" + srv.port + "/", false},
-		{[]string{"*.corp.lan:" + srv.port}, "http://git.corp.lan:" + srv.port + "/", true},
+		{[]string{"*.corp.lan:" + srv.port}, "http://git.corp.lan:" + srv.port + "/", false},
 		{[]string{"*.corp.lan:" + srv.port}, "http://other.lan:" + srv.port + "/", false},
 		{[]string{"10.0.0.0/8:" + srv.port}, "http://127.0.0.1:" + srv.port + "/", false},
 		{[]string{"wiki.corp.lan:" + srv.port}, "http://127.0.0.1:" + srv.port + "/", false}, // the name, not its address
@@ -233,6 +234,28 @@ func TestAllowRules(t *testing.T) {
 		}
 		if !c.ok && !errors.Is(err, ErrRefused) {
 			t.Errorf("%v %s: %v; want a refusal", c.rules, c.url, err)
+		}
+	}
+}
+
+// A name rule opens the LAN addresses its name resolves to, and nothing
+// else special: loopback, link-local and metadata need an address rule.
+func TestNameRulesOpenOnlyTheLAN(t *testing.T) {
+	res := fakeResolver{
+		"wiki.corp.lan": {"10.255.255.1"}, "git.corp.lan": {"fd12::1"}, "localhost.corp.lan": {"127.0.0.1"},
+		"meta.corp.lan": {"169.254.169.254"}, "ec2.corp.lan": {"fd00:ec2::254"}, "cgnat.corp.lan": {"100.64.0.9"},
+	}
+	g := New(Config{Resolver: res, Allow: mustRules(t, "*.corp.lan")})
+	for host, open := range map[string]bool{"wiki.corp.lan": true, "git.corp.lan": true, "cgnat.corp.lan": true,
+		"localhost.corp.lan": false, "meta.corp.lan": false, "ec2.corp.lan": false} {
+		ctx, cancel := context.WithTimeout(context.Background(), 50e6)
+		c, err := g.DialContext(ctx, "tcp", host+":80")
+		cancel()
+		if c != nil {
+			c.Close()
+		}
+		if refused := errors.Is(err, ErrRefused); refused == open {
+			t.Errorf("%s: %v (want open %v)", host, err, open)
 		}
 	}
 }

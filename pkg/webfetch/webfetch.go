@@ -50,6 +50,12 @@ const (
 	// by pkg/document's streaming reader.
 	maxDepth    = 256
 	maxElements = 100000
+	maxAttrs    = 200000
+	// maxDepthBytes bounds depth times size: readability's cleaning passes
+	// cost about that (a 250-deep 1.8 MB page took 4 s).
+	maxDepthBytes = 96 << 20
+	// maxExtractions is how many pages are reduced at once.
+	maxExtractions = 2
 )
 
 // Config of the tool.
@@ -70,6 +76,7 @@ type Fetcher struct {
 	cfg    Config
 	client *http.Client
 	md     *converter.Converter
+	sem    chan struct{} // extractions at once
 }
 
 // New returns a Fetcher.
@@ -101,7 +108,7 @@ func New(cfg Config) *Fetcher {
 	for _, tag := range []string{"img", "picture", "svg", "video", "audio", "source", "button"} {
 		md.Register.TagType(tag, converter.TagTypeRemove, converter.PriorityEarly)
 	}
-	return &Fetcher{cfg: cfg, client: cfg.Guard.Client(netguard.ClientConfig{Timeout: cfg.Timeout}), md: md}
+	return &Fetcher{cfg: cfg, client: cfg.Guard.Client(netguard.ClientConfig{Timeout: cfg.Timeout}), md: md, sem: make(chan struct{}, maxExtractions)}
 }
 
 // Page is a fetched and read page.
@@ -314,8 +321,18 @@ func kindOf(mediaType, rawURL string, body []byte) string {
 // readHTML reads a page's main content as Markdown.
 func (f *Fetcher) readHTML(ctx context.Context, p *Page, body []byte, charset string) error {
 	text := document.Decode(body, charset, true)
-	if depth, elems := shape(text); depth > maxDepth || elems > maxElements {
-		return f.readHTMLPlain(ctx, p, text, fmt.Sprintf("the page is too deeply nested or large for the article reader (%d levels, %d elements); read as plain text", depth, elems))
+	// What the article reader would build and the work it would do are
+	// bounded first: its memory grows with elements and attributes, its
+	// time with depth times size.
+	if depth, elems, attrs := shape(text); depth > maxDepth || elems > maxElements || attrs > maxAttrs || depth*len(text) > maxDepthBytes {
+		return f.readHTMLPlain(ctx, p, text, fmt.Sprintf("the page is too large or deeply nested for the article reader (%d levels, %d elements, %d attributes); read as plain text", depth, elems, attrs))
+	}
+	// A few extractions at once: each may take a core and tens of MB.
+	select {
+	case f.sem <- struct{}{}:
+		defer func() { <-f.sem }()
+	case <-ctx.Done():
+		return fmt.Errorf("%s: %w", p.URL, ctx.Err())
 	}
 	doc, err := html.Parse(strings.NewReader(text))
 	if err != nil {
@@ -401,30 +418,71 @@ func textLen(n *html.Node) int {
 	return total
 }
 
-// shape returns a page's deepest element nesting and its element count.
-func shape(text string) (depth, elems int) {
-	z := html.NewTokenizer(strings.NewReader(text))
+// shape bounds what html.Parse would build from text, from the bytes
+// alone (no tokenizer: inside <svg><style> the tokenizer skips what the
+// parser builds): every '<' that opens a tag may be an element (an end
+// tag too: a stray </p> becomes a <p>), every run of characters in a tag
+// after a space or a quoted value may be an attribute, and depth is the
+// open tags less the closed ones (void elements and <x/> aside). Every
+// count errs high.
+func shape(text string) (depth, elems, attrs int) {
 	d := 0
-	for {
-		switch z.Next() {
-		case html.ErrorToken:
-			return depth, elems
-		case html.StartTagToken:
-			elems++
-			name, _ := z.TagName()
-			if !voidElement[string(name)] {
-				d++
-				depth = max(depth, d)
+	for i := 0; i < len(text); i++ {
+		if text[i] != '<' || i+1 >= len(text) {
+			continue
+		}
+		c := text[i+1]
+		closing := c == '/'
+		if closing {
+			i++
+			if i+1 >= len(text) {
+				break
 			}
-		case html.SelfClosingTagToken:
-			elems++
-		case html.EndTagToken:
-			if d > 0 {
-				d--
+			c = text[i+1]
+		}
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+			continue
+		}
+		elems++
+		j := i + 1
+		for j < len(text) && text[j] != '>' && text[j] != '/' && !isSpace(text[j]) {
+			j++
+		}
+		void := voidElement[strings.ToLower(text[i+1:j])]
+		// The tag's attributes, to its '>'.
+		selfClosing, space := false, false
+		for ; j < len(text) && text[j] != '>'; j++ {
+			switch ch := text[j]; {
+			case ch == '"' || ch == '\'':
+				if k := strings.IndexByte(text[j+1:], ch); k >= 0 {
+					j += k + 1
+				} else {
+					j = len(text)
+				}
+				space = true
+			case isSpace(ch):
+				space = true
+			default:
+				if space {
+					attrs++
+					space = false
+				}
+				selfClosing = ch == '/' && j+1 < len(text) && text[j+1] == '>'
 			}
 		}
+		i = j
+		switch {
+		case closing:
+			d = max(0, d-1)
+		case !void && !selfClosing:
+			d++
+			depth = max(depth, d)
+		}
 	}
+	return depth, elems, attrs
 }
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' }
 
 var voidElement = map[string]bool{
 	"area": true, "base": true, "br": true, "col": true, "embed": true, "hr": true, "img": true, "input": true,

@@ -37,17 +37,18 @@ type fixture struct {
 }
 
 // newFixture serves the test site under the name news.example (resolved
-// to loopback by an injected resolver) and allows that name and port.
+// to 127.0.0.1 by an injected resolver) and allows that address and port;
+// evil.example resolves to 127.0.0.2, which stays refused.
 func newFixture(t *testing.T, mod func(*webfetch.Config)) *fixture {
 	t.Helper()
 	site := webtest.NewSite(t)
-	rules, err := netguard.ParseRules([]string{"news.example:" + site.Port()})
+	rules, err := netguard.ParseRules(site.Allow()) // 127.0.0.1:PORT
 	if err != nil {
 		t.Fatal(err)
 	}
 	logs := &bytes.Buffer{}
 	cfg := webfetch.Config{
-		Guard:    netguard.New(netguard.Config{Allow: rules, Resolver: resolver{"news.example": "127.0.0.1", "evil.example": "127.0.0.1"}}),
+		Guard:    netguard.New(netguard.Config{Allow: rules, Resolver: resolver{"news.example": "127.0.0.1", "evil.example": "127.0.0.2"}}),
 		Timeout:  5 * time.Second,
 		MaxBytes: 10 << 20,
 		Logger:   slog.New(slog.NewTextHandler(logs, nil)),
@@ -166,7 +167,7 @@ func TestLimits(t *testing.T) {
 	}
 	// A page too deep for the article reader is still read.
 	out, err = fx.call(t, map[string]any{"url": fx.url("/deep")})
-	if err != nil || !strings.Contains(out, "deep text") || !strings.Contains(out, "too deeply nested") {
+	if err != nil || !strings.Contains(out, "deep text") || !strings.Contains(out, "deeply nested for the article reader") {
 		t.Errorf("deep: %v\n%s", err, out)
 	}
 	// max_chars: the cut is rune-safe and says how to read more.
@@ -192,14 +193,16 @@ func TestSSRFThroughTheTool(t *testing.T) {
 	fx := newFixture(t, nil)
 	port := fx.site.Port()
 	for _, u := range []string{
-		"http://127.0.0.1:" + port + "/article",
-		"http://evil.example:" + port + "/article", // resolves to loopback, not allowed
+		"http://127.0.0.2:" + port + "/article",
+		"http://127.0.0.1:22/",                     // the allowed address, another port
+		"http://evil.example:" + port + "/article", // resolves to another loopback address
 		"http://[::1]:" + port + "/",
-		"http://2130706433:" + port + "/",
+		"http://2130706434:" + port + "/", // 127.0.0.2
 		"http://169.254.169.254/latest/meta-data/",
 		"file:///etc/passwd",
 		"gopher://127.0.0.1:" + port + "/",
-		fx.url("/redirect?to=http://127.0.0.1:" + port + "/article"),
+		fx.url("/redirect?to=http://127.0.0.2:" + port + "/article"),
+		fx.url("/redirect?to=http://[::ffff:127.0.0.2]:" + port + "/article"),
 		fx.url("/redirect?to=http://evil.example:" + port + "/article"),
 		fx.url("/redirect?to=file:///etc/passwd"),
 	} {

@@ -75,6 +75,11 @@ func (b *base) do(ctx context.Context, x exchange) (results []Result, err error)
 	if err != nil {
 		return nil, b.transportError(ctx, err)
 	}
+	// A server that echoes the key (in an error or a result) must not
+	// pass it on: scrubbed before anything is cut or parsed.
+	if b.key != "" {
+		body = bytes.ReplaceAll(body, []byte(b.key), []byte("***"))
+	}
 	if len(body) > MaxBody {
 		return nil, &EngineError{Engine: b.name, Status: status, Kind: ErrMalformed, Msg: fmt.Sprintf("answered more than %d MB", MaxBody>>20)}
 	}
@@ -200,7 +205,7 @@ func retryAfter(h http.Header, now time.Time) time.Duration {
 		return seconds(s)
 	}
 	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return t.Sub(now)
+		return min(t.Sub(now), maxCooldown)
 	}
 	return 0
 }

@@ -206,7 +206,8 @@ func httpClient(hc *http.Client, timeout time.Duration) *http.Client {
 			if len(via) >= 3 {
 				return errors.New("too many redirects")
 			}
-			if req.URL.Host != via[0].URL.Host {
+			// The key headers would follow: same host and scheme only.
+			if req.URL.Host != via[0].URL.Host || req.URL.Scheme != via[0].URL.Scheme {
 				return http.ErrUseLastResponse
 			}
 			return nil
