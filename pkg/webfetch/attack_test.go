@@ -228,7 +228,7 @@ func rawSite(t *testing.T, reply func(c net.Conn)) (*webfetch.Fetcher, string) {
 		}
 	}()
 	port := fmt.Sprint(ln.Addr().(*net.TCPAddr).Port)
-	rules, _ := netguard.ParseRules([]string{"raw.example:" + port})
+	rules, _ := netguard.ParseRules([]string{"127.0.0.1:" + port})
 	f := webfetch.New(webfetch.Config{
 		Guard:   netguard.New(netguard.Config{Allow: rules, Resolver: resolver{"raw.example": "127.0.0.1"}}),
 		Timeout: 3 * time.Second,
