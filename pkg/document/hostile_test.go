@@ -6,6 +6,7 @@ import (
 	"compress/flate"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -327,5 +328,42 @@ func TestXLSXSheetsPastBudget(t *testing.T) {
 	}
 	if kept > lim.docRunes {
 		t.Fatalf("kept %d runes", kept)
+	}
+}
+
+// One tag with a million attributes would cost a tokenizer hundreds of MB;
+// it is refused before any is read. A page of many ordinary tags reads.
+func TestTagWithTooManyAttributes(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("<html><body><div ")
+	for i := 0; b.Len() < 4<<20; i++ {
+		fmt.Fprintf(&b, "a%d ", i)
+	}
+	b.WriteString(">x</div></body></html>")
+	if _, err := Extract(context.Background(), KindHTML, []byte(b.String())); !errors.Is(err, ErrHostileHTML) {
+		t.Fatalf("got %v, want ErrHostileHTML", err)
+	}
+	ok := strings.Repeat(`<p class="a" id="b" data-x='1 2 3' title="x > y">text</p>`, 20000)
+	if _, err := Extract(context.Background(), KindHTML, []byte(ok)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestHTMLShape(t *testing.T) {
+	cases := []struct {
+		in   string
+		want Shape
+	}{
+		{`<div><p>a</p><br><img src="x"><span/></div>`, Shape{Depth: 2, Elements: 7, Attrs: 1, MaxTagAttrs: 1}},
+		{`</p></p></p>`, Shape{Depth: 0, Elements: 3}},
+		{`<svg><style><g/><g/></style></svg>`, Shape{Depth: 2, Elements: 6}},
+		{`<a x=">" b c d>`, Shape{Depth: 1, Elements: 1, Attrs: 4, MaxTagAttrs: 4}},
+		{`a < b and c <3 d`, Shape{}},
+		{`<div><div><div>`, Shape{Depth: 3, Elements: 3}},
+	}
+	for _, c := range cases {
+		if got := HTMLShape(c.in); got != c.want {
+			t.Errorf("HTMLShape(%q) = %+v, want %+v", c.in, got, c.want)
+		}
 	}
 }

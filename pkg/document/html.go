@@ -53,7 +53,11 @@ func extractHTML(ctx context.Context, data []byte, lim limits) (*Doc, error) {
 	if isBinary(data) {
 		return nil, errors.New("the file is binary, not HTML")
 	}
-	z := html.NewTokenizer(strings.NewReader(decodeHTML(data)))
+	text := decodeHTML(data)
+	if HTMLShape(text).MaxTagAttrs > MaxTagAttrs {
+		return nil, ErrHostileHTML
+	}
+	z := html.NewTokenizer(strings.NewReader(text))
 	z.SetMaxBuf(16 << 20)
 	b := budget{left: lim.docRunes}
 	w := &htmlWalker{lim: lim, out: b.part(lim)}

@@ -324,8 +324,12 @@ func (f *Fetcher) readHTML(ctx context.Context, p *Page, body []byte, charset st
 	// What the article reader would build and the work it would do are
 	// bounded first: its memory grows with elements and attributes, its
 	// time with depth times size.
-	if depth, elems, attrs := shape(text); depth > maxDepth || elems > maxElements || attrs > maxAttrs || depth*len(text) > maxDepthBytes {
-		return f.readHTMLPlain(ctx, p, text, fmt.Sprintf("the page is too large or deeply nested for the article reader (%d levels, %d elements, %d attributes); read as plain text", depth, elems, attrs))
+	sh := document.HTMLShape(text)
+	if sh.MaxTagAttrs > document.MaxTagAttrs {
+		return fmt.Errorf("%s: %w", p.URL, document.ErrHostileHTML)
+	}
+	if sh.Depth > maxDepth || sh.Elements > maxElements || sh.Attrs > maxAttrs || sh.Depth*len(text) > maxDepthBytes {
+		return f.readHTMLPlain(ctx, p, text, fmt.Sprintf("the page is too large or deeply nested for the article reader (%d levels, %d elements, %d attributes); read as plain text", sh.Depth, sh.Elements, sh.Attrs))
 	}
 	// A few extractions at once: each may take a core and tens of MB.
 	select {
@@ -416,77 +420,6 @@ func textLen(n *html.Node) int {
 		total += textLen(c)
 	}
 	return total
-}
-
-// shape bounds what html.Parse would build from text, from the bytes
-// alone (no tokenizer: inside <svg><style> the tokenizer skips what the
-// parser builds): every '<' that opens a tag may be an element (an end
-// tag too: a stray </p> becomes a <p>), every run of characters in a tag
-// after a space or a quoted value may be an attribute, and depth is the
-// open tags less the closed ones (void elements and <x/> aside). Every
-// count errs high.
-func shape(text string) (depth, elems, attrs int) {
-	d := 0
-	for i := 0; i < len(text); i++ {
-		if text[i] != '<' || i+1 >= len(text) {
-			continue
-		}
-		c := text[i+1]
-		closing := c == '/'
-		if closing {
-			i++
-			if i+1 >= len(text) {
-				break
-			}
-			c = text[i+1]
-		}
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
-			continue
-		}
-		elems++
-		j := i + 1
-		for j < len(text) && text[j] != '>' && text[j] != '/' && !isSpace(text[j]) {
-			j++
-		}
-		void := voidElement[strings.ToLower(text[i+1:j])]
-		// The tag's attributes, to its '>'.
-		selfClosing, space := false, false
-		for ; j < len(text) && text[j] != '>'; j++ {
-			switch ch := text[j]; {
-			case ch == '"' || ch == '\'':
-				if k := strings.IndexByte(text[j+1:], ch); k >= 0 {
-					j += k + 1
-				} else {
-					j = len(text)
-				}
-				space = true
-			case isSpace(ch):
-				space = true
-			default:
-				if space {
-					attrs++
-					space = false
-				}
-				selfClosing = ch == '/' && j+1 < len(text) && text[j+1] == '>'
-			}
-		}
-		i = j
-		switch {
-		case closing:
-			d = max(0, d-1)
-		case !void && !selfClosing:
-			d++
-			depth = max(depth, d)
-		}
-	}
-	return depth, elems, attrs
-}
-
-func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' }
-
-var voidElement = map[string]bool{
-	"area": true, "base": true, "br": true, "col": true, "embed": true, "hr": true, "img": true, "input": true,
-	"link": true, "meta": true, "param": true, "source": true, "track": true, "wbr": true,
 }
 
 // titleOf is the page's <title>.
