@@ -54,6 +54,9 @@ const (
 	// maxDepthBytes bounds depth times size: readability's cleaning passes
 	// cost about that (a 250-deep 1.8 MB page took 4 s).
 	maxDepthBytes = 96 << 20
+	// maxArticleBytes is the largest page the article reader is given
+	// (article pages are far smaller; a larger one would take seconds).
+	maxArticleBytes = 4 << 20
 	// maxExtractions is how many pages are reduced at once.
 	maxExtractions = 2
 )
@@ -328,45 +331,78 @@ func (f *Fetcher) readHTML(ctx context.Context, p *Page, body []byte, charset st
 	if sh.MaxTagAttrs > document.MaxTagAttrs {
 		return fmt.Errorf("%s: %w", p.URL, document.ErrHostileHTML)
 	}
-	if sh.Depth > maxDepth || sh.Elements > maxElements || sh.Attrs > maxAttrs || sh.Depth*len(text) > maxDepthBytes {
+	if len(text) > maxArticleBytes || sh.Depth > maxDepth || sh.Elements > maxElements || sh.Attrs > maxAttrs || sh.Depth*len(text) > maxDepthBytes {
 		return f.readHTMLPlain(ctx, p, text, fmt.Sprintf("the page is too large or deeply nested for the article reader (%d levels, %d elements, %d attributes); read as plain text", sh.Depth, sh.Elements, sh.Attrs))
 	}
 	// A few extractions at once: each may take a core and tens of MB.
 	select {
 	case f.sem <- struct{}{}:
-		defer func() { <-f.sem }()
 	case <-ctx.Done():
 		return fmt.Errorf("%s: %w", p.URL, ctx.Err())
 	}
+	// The article reader takes no context: it runs aside and the fetch
+	// gives up on it at the deadline (it keeps its slot until it ends,
+	// so abandoned work still counts against maxExtractions).
+	done := make(chan article, 1)
+	go func() {
+		defer func() { <-f.sem }()
+		done <- f.article(ctx, p.URL, text)
+	}()
+	var a article
+	select {
+	case a = <-done:
+	case <-ctx.Done():
+		return fmt.Errorf("%s: reading the page took longer than %s", p.URL, f.cfg.Timeout)
+	}
+	if a.err != nil || a.text == "" {
+		return f.readHTMLPlain(ctx, p, text, "")
+	}
+	p.Title, p.Byline, p.Published, p.Chars, p.Text = a.title, a.byline, a.published, a.chars, a.text
+	return nil
+}
+
+// article is what the article reader made of a page.
+type article struct {
+	title, byline, published, text string
+	chars                          int // see Page.Chars
+	err                            error
+}
+
+// article reduces a page to its article as Markdown (go-readability,
+// html-to-markdown). A panic in either library is an error, not a crash.
+func (f *Fetcher) article(ctx context.Context, pageURL, text string) (a article) {
+	defer func() {
+		if r := recover(); r != nil {
+			a = article{err: fmt.Errorf("the article reader failed: %v", r)}
+			f.cfg.Logger.Error("web_fetch: the article reader panicked", "panic", r)
+		}
+	}()
 	doc, err := html.Parse(strings.NewReader(text))
 	if err != nil {
-		return f.readHTMLPlain(ctx, p, text, "")
+		return article{err: err}
 	}
-	pageURL, _ := url.Parse(p.URL)
+	u, _ := url.Parse(pageURL)
 	parser := readability.NewParser()
 	parser.MaxElemsToParse = maxElements
-	art, err := parser.ParseAndMutate(doc, pageURL)
+	art, err := parser.ParseAndMutate(doc, u)
 	if err != nil || art.Node == nil {
-		return f.readHTMLPlain(ctx, p, text, "")
+		return article{err: errors.New("no article")}
 	}
-	p.Title, p.Byline = clean(art.Title()), clean(art.Byline())
+	a.title, a.byline = clean(art.Title()), clean(art.Byline())
 	if t, err := art.PublishedTime(); err == nil && !t.IsZero() {
-		p.Published = t.Format("2006-01-02")
+		a.published = t.Format("2006-01-02")
 	}
 	// web_fetch returns at most MaxMaxChars: what follows is counted, not
 	// converted.
 	if chars, cut := prune(art.Node, MaxMaxChars*3/2); cut {
-		p.Chars = chars
+		a.chars = chars
 	}
-	out, err := f.md.ConvertNode(art.Node, converter.WithContext(ctx), converter.WithDomain(p.URL))
+	out, err := f.md.ConvertNode(art.Node, converter.WithContext(ctx), converter.WithDomain(pageURL))
 	if err != nil {
-		return f.readHTMLPlain(ctx, p, text, "")
+		return article{err: err}
 	}
-	p.Text = strings.TrimSpace(string(out))
-	if p.Text == "" {
-		return f.readHTMLPlain(ctx, p, text, "")
-	}
-	return nil
+	a.text = strings.TrimSpace(string(out))
+	return a
 }
 
 // readHTMLPlain reads a page with pkg/document's streaming HTML reader:
