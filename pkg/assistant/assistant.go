@@ -91,7 +91,8 @@ type Assistant struct {
 	sched    *schedPart
 	checks   *selfCheckPart
 	sandbox  *sandboxPart
-	webCfg   config.Web // the [web] the web tools were built from
+	webMu    sync.Mutex // serialises reloads of the web tools
+	webCfg   config.Web // the [web] the web tools were built from (webMu)
 }
 
 // maxConcurrentTurns sizes the runner for the 2 GB budget: at most this
@@ -288,7 +289,7 @@ func (a *Assistant) Reload(ctx context.Context, next *config.Config) {
 		a.logger.Info("workspace prompt files reloaded", "changed", changed)
 	}
 	a.mcp.apply(ctx, next.MCPServers, a.logger) // live: the manager restarts only what changed
-	a.reloadWeb(next)
+	a.reloadWeb()
 	a.enforceJobRecipients(ctx)
 }
 

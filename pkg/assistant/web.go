@@ -59,8 +59,13 @@ func (a *Assistant) registerWeb(cfg *config.Config) error {
 	return nil
 }
 
-// reloadWeb applies a changed [web] section.
-func (a *Assistant) reloadWeb(next *config.Config) {
+// reloadWeb applies a changed [web] section. Reloads may overlap (SIGHUP
+// and agentctl reload): each builds from the configuration in force when
+// it holds the lock, so the last one leaves the tools of the newest file.
+func (a *Assistant) reloadWeb() {
+	a.webMu.Lock()
+	defer a.webMu.Unlock()
+	next := a.config()
 	if reflect.DeepEqual(a.webCfg, next.Web) {
 		return
 	}

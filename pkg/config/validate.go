@@ -353,13 +353,23 @@ func (p *parser) validateWeb(c *Config) {
 		}
 		if err := checkHTTPURL(u.val); err != nil {
 			p.check(u.key, false, "%v", err)
+		} else if pu, _ := url.Parse(u.val); pu.RawQuery != "" || pu.ForceQuery {
+			// Paths are appended to it; a token in the query would also
+			// show in config dumps (only a URL's password is masked).
+			p.check(u.key, false, "must not have a ?query (put a key in the engine's _api_key)")
 		}
 	}
 	p.check("web.timeout", w.Timeout.Duration >= time.Second && w.Timeout.Duration <= 5*time.Minute, "must be between 1s and 5m, not %q", w.Timeout.String())
 	p.check("web.max_results", w.MaxResults >= 1 && w.MaxResults <= 20, "must be between 1 and 20, not %d", w.MaxResults)
 	p.check("web.fetch_max_mb", w.FetchMaxMB >= 1 && w.FetchMaxMB <= 100, "must be between 1 and 100, not %d", w.FetchMaxMB)
-	if _, err := netguard.ParseRules(w.FetchAllow); err != nil {
+	if rules, err := netguard.ParseRules(w.FetchAllow); err != nil {
 		p.check("web.fetch_allow", false, "%s", strings.ReplaceAll(err.Error(), "\n", "; "))
+	} else {
+		for _, r := range rules {
+			if r.OpensTheBox() {
+				p.warn([]string{"web", "fetch_allow"}, "", "%s opens this box itself or cloud metadata (loopback, 169.254.169.254) to web_fetch", r)
+			}
+		}
 	}
 }
 

@@ -281,3 +281,31 @@ func TestValidationWarnings(t *testing.T) {
 		}
 	}
 }
+
+// [web]: what fetch_allow rules open is warned about when it is the box
+// itself or metadata; engines and ranges are checked.
+func TestWebSection(t *testing.T) {
+	_, warns, _ := mustParse(t, "[web]\nfetch_allow = [\"0.0.0.0/0\", \"10.0.0.0/8\", \"*.corp.lan:8080\"]\n", nil)
+	var got []string
+	for _, w := range warns {
+		if w.Key == "web.fetch_allow" {
+			got = append(got, w.String())
+		}
+	}
+	if len(got) != 1 || !strings.Contains(got[0], "0.0.0.0/0 opens this box itself") {
+		t.Fatalf("warnings: %q", got)
+	}
+	for text, want := range map[string]string{
+		"[web]\nengines = [\"bing\"]\n":                        `unknown engine "bing"`,
+		"[web]\nengines = [\"github\", \"github\"]\n":          `lists "github" twice`,
+		"[web]\nmax_results = 0\n":                             "between 1 and 20",
+		"[web]\ntimeout = \"0s\"\n":                            "between 1s and 5m",
+		"[web]\nfetch_allow = [\"http://wiki\"]\n":             "web.fetch_allow",
+		"[web]\nsearxng_base_url = \"ftp://searx.lan\"\n":      "invalid URL",
+		"[web]\nbrave_base_url = \"https://b.example/?k=v\"\n": "must not have a ?query",
+	} {
+		if _, _, _, err := parseText(t, text, nil); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %q", text, err, want)
+		}
+	}
+}

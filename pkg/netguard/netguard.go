@@ -32,6 +32,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -404,13 +405,51 @@ func (g *Guard) checkAddr(host string, a netip.Addr, port int) error {
 	if h := strings.Trim(host, "[]"); h != a.String() {
 		target = fmt.Sprintf("%s (%s)", host, a)
 	}
-	if why := Why(a); why != "" && !g.addrAllowed(strings.ToLower(host), a) {
-		return refuse(target, "%s%s", why, allowHint)
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	why := Why(a)
+	if why == "" {
+		if !g.portAllowed(host, a, port) {
+			return refuse(target, "port %d is not fetched (80 and 443 are)%s", port, allowHint)
+		}
+		return nil
 	}
-	if !g.portAllowed(strings.ToLower(host), a, port) {
+	// A refused address needs one rule that opens both it and the port:
+	// "127.0.0.1" and "*.corp.lan:8080" together do not open 127.0.0.1:8080.
+	opened := false
+	for _, r := range g.allow {
+		if !r.opens(host, a) {
+			continue
+		}
+		if port == 80 || port == 443 || r.port == port {
+			return nil
+		}
+		opened = true
+	}
+	if opened {
 		return refuse(target, "port %d is not fetched (80 and 443 are)%s", port, allowHint)
 	}
-	return nil
+	return refuse(target, "%s%s", why, allowHint)
+}
+
+// OpensTheBox reports whether r is an address or CIDR rule that covers
+// loopback or a cloud metadata address (worth a warning in config).
+func (r Rule) OpensTheBox() bool {
+	if !r.prefix.IsValid() {
+		return false
+	}
+	for _, a := range []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.IPv6Loopback(), netip.MustParseAddr("169.254.169.254"), metadataAddrs[0], metadataAddrs[1]} {
+		if r.prefix.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// opens reports whether r opens a (a refused address) named host: an
+// address or CIDR rule containing it, or a name rule when a is on the
+// LAN (private, CGNAT, ULA) and not a cloud metadata address.
+func (r Rule) opens(host string, a netip.Addr) bool {
+	return r.matches(host, a) && (r.prefix.IsValid() || isLAN(a))
 }
 
 // matches reports whether r names host or a (port aside).
@@ -426,24 +465,6 @@ func (r Rule) matches(host string, a netip.Addr) bool {
 	return false
 }
 
-// addrAllowed reports whether a rule allows reaching a (named host). A
-// name rule opens only the LAN addresses the name resolves to (private,
-// carrier-grade NAT, unique-local): "*.corp.lan" must not make
-// localhost.corp.lan or a name pointing at 169.254.169.254 reachable.
-// Loopback, link-local and the rest need an address or CIDR rule.
-func (g *Guard) addrAllowed(host string, a netip.Addr) bool {
-	host = strings.TrimSuffix(host, ".")
-	for _, r := range g.allow {
-		if !r.matches(host, a) {
-			continue
-		}
-		if r.prefix.IsValid() || isLAN(a) {
-			return true
-		}
-	}
-	return false
-}
-
 // lanRanges are the addresses a name rule may open.
 var lanRanges = []netip.Prefix{
 	netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("172.16.0.0/12"),
@@ -455,14 +476,16 @@ func isLAN(a netip.Addr) bool {
 	a = a.Unmap()
 	for _, p := range lanRanges {
 		if p.Contains(a) {
-			// fd00:ec2::254 is a cloud metadata address inside the ULA.
-			return a != awsMetadata6
+			return !slices.Contains(metadataAddrs, a)
 		}
 	}
 	return false
 }
 
-var awsMetadata6 = netip.MustParseAddr("fd00:ec2::254")
+// metadataAddrs are cloud metadata services inside the LAN ranges (those
+// at 169.254.x.x are link-local, refused anyway): AWS's IPv6 one and
+// Alibaba Cloud's, which hands out RAM role credentials.
+var metadataAddrs = []netip.Addr{netip.MustParseAddr("fd00:ec2::254"), netip.MustParseAddr("100.100.100.200")}
 
 // portAllowed reports whether port may be used to reach host at a (a may
 // be the zero Addr before resolution).

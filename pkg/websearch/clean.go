@@ -185,7 +185,7 @@ func result(title, link, snippet, source, date string) (Result, bool) {
 		r.Title = clean(link, maxTitle)
 	}
 	if r.Source == "" {
-		r.Source = host(link)
+		r.Source = clean(host(link), maxSource) // url.Parse decodes escapes in a host
 	}
 	return r, true
 }

@@ -27,7 +27,7 @@ func TestEnginesHappyPath(t *testing.T) {
 			map[string]string{"Accept": "application/json"}, "duckduckgo"},
 		{config.EngineBrave, "harbour tidal power", http.MethodGet, "/res/v1/web/search", map[string]string{"q": "harbour tidal power", "count": "3"},
 			map[string]string{"X-Subscription-Token": webtest.BraveKey, "Accept": "application/json"}, "brave.example.com"},
-		{config.EngineGitHub, "yaml parser", http.MethodGet, "/search/repositories", map[string]string{"q": "yaml parser", "per_page": "3"},
+		{config.EngineGitHub, "yaml parser", http.MethodGet, "/search/repositories", map[string]string{"q": "yaml parser is:public", "per_page": "3"},
 			map[string]string{"Authorization": "Bearer " + webtest.GitHubKey, "Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28"}, "github.com/example/yaml-parser-1"},
 		{config.EngineHuggingFace, "whisper", http.MethodGet, "/api/models", map[string]string{"search": "whisper", "limit": "3", "sort": "downloads", "direction": "-1"},
 			map[string]string{"Authorization": "Bearer " + webtest.HuggingFaceKey}, ""},
@@ -172,12 +172,13 @@ func TestGitHubKinds(t *testing.T) {
 		path, q string
 		accept  string
 	}{
-		{"github repo for a yaml parser in golang", true, "/search/repositories", "yaml parser in golang", "application/vnd.github+json"},
-		{"kubernetes scheduler panic issue", true, "/search/issues", "kubernetes scheduler panic is:issue", ""},
-		{"pull request that adds arm64 support to ffmpeg", true, "/search/issues", "adds arm64 support to ffmpeg is:pr", ""},
+		{"github repo for a yaml parser in golang", true, "/search/repositories", "yaml parser in golang is:public", "application/vnd.github+json"},
+		{"kubernetes scheduler panic issue", true, "/search/issues", "kubernetes scheduler panic is:issue is:public", ""},
+		{"pull request that adds arm64 support to ffmpeg", true, "/search/issues", "adds arm64 support to ffmpeg is:pr is:public", ""},
 		{"code implementing consistent hashing in go", true, "/search/code", "implementing consistent hashing in go", "application/vnd.github.text-match+json"},
-		{"code implementing consistent hashing in go", false, "/search/repositories", "implementing consistent hashing in go", ""},
-		{"label:bug is:pr crash in sqlite driver", true, "/search/issues", "label:bug is:pr crash in sqlite driver", ""},
+		{"code implementing consistent hashing in go", false, "/search/repositories", "implementing consistent hashing in go is:public", ""},
+		{"label:bug is:pr crash in sqlite driver", true, "/search/issues", "label:bug is:pr crash in sqlite driver is:public", ""},
+		{"is:private org:acme issue salary", true, "/search/issues", "org:acme salary is:issue is:public", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.query, func(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -38,7 +39,9 @@ type githubResponse struct {
 		Path       string `json:"path"`
 		Repository struct {
 			FullName string `json:"full_name"`
+			Private  bool   `json:"private"`
 		} `json:"repository"`
+		Private     bool `json:"private"` // repositories
 		TextMatches []struct {
 			Fragment string `json:"fragment"`
 		} `json:"text_matches"`
@@ -64,13 +67,16 @@ func (g *github) request(path string, params url.Values) (*http.Request, error) 
 func (g *github) Search(ctx context.Context, q Query) ([]Result, error) {
 	kind := githubKind(q.Text, g.key != "")
 	text := strings.Join(keywords(q.Text, githubNoise), " ")
-	if kind == ghIssues && !strings.Contains(text, "is:") {
+	if kind == ghIssues && !slices.ContainsFunc(strings.Fields(strings.ToLower(text)), func(w string) bool {
+		return w == "is:issue" || w == "is:pr" || w == "is:pull-request" || strings.HasPrefix(w, "type:")
+	}) {
 		if words, all := tokens(q.Text); anyOf(ghPRWords, words, all) {
 			text += " is:pr"
 		} else {
 			text += " is:issue"
 		}
 	}
+	text = publicOnly(text, kind)
 	req, err := g.request("/search/"+kind, url.Values{"q": {text}, "per_page": {strconv.Itoa(min(q.Max, MaxResults))}})
 	if err != nil {
 		return nil, err
@@ -80,6 +86,26 @@ func (g *github) Search(ctx context.Context, q Query) ([]Result, error) {
 	}
 	return g.do(ctx, exchange{op: "search", req: req, failed: g.failed,
 		parse: func(body []byte) ([]Result, error) { return parseGitHub(body, kind, q.Max) }})
+}
+
+// publicOnly keeps a search to public repositories: the operator's token
+// may see private ones, and every colleague's query is sent with it.
+// is:private and is:internal are dropped; repositories and issues get
+// is:public (code search does not take it: its private results are
+// dropped when parsed).
+func publicOnly(text, kind string) string {
+	var keep []string
+	for _, w := range strings.Fields(text) {
+		lw := strings.ToLower(w)
+		if lw == "is:private" || lw == "is:internal" || lw == "is:public" || strings.HasPrefix(lw, "visibility:") {
+			continue
+		}
+		keep = append(keep, w)
+	}
+	if kind != ghCode {
+		keep = append(keep, "is:public")
+	}
+	return strings.Join(keep, " ")
 }
 
 func parseGitHub(body []byte, kind string, max int) ([]Result, error) {
@@ -105,6 +131,9 @@ func parseGitHub(body []byte, kind string, max int) ([]Result, error) {
 			}
 			c.add(it.Title, it.HTMLURL, "["+what+"] "+it.Body, "github.com/"+repo, it.UpdatedAt)
 		case ghCode:
+			if it.Repository.Private {
+				continue
+			}
 			repo := it.Repository.FullName
 			snippet := ""
 			if len(it.TextMatches) > 0 {
@@ -112,6 +141,9 @@ func parseGitHub(body []byte, kind string, max int) ([]Result, error) {
 			}
 			c.add(repo+": "+it.Path, it.HTMLURL, snippet, "github.com/"+repo, "")
 		default:
+			if it.Private {
+				continue
+			}
 			var meta []string
 			if it.Stars > 0 {
 				meta = append(meta, "★ "+strconv.Itoa(it.Stars))

@@ -18,6 +18,7 @@ type huggingface struct{ base }
 
 type hfRepo struct {
 	ID           string   `json:"id"`
+	Private      bool     `json:"private"` // listed to a token's owner: never shown
 	Likes        int      `json:"likes"`
 	Downloads    int      `json:"downloads"`
 	PipelineTag  string   `json:"pipeline_tag"`
@@ -98,6 +99,9 @@ func parseHF(body []byte, kind, baseURL string, max int) ([]Result, error) {
 	site := strings.TrimPrefix(strings.TrimPrefix(baseURL, "https://"), "http://")
 	c := newCollect(max)
 	for _, r := range v {
+		if r.Private {
+			continue
+		}
 		id := clean(r.ID, maxTitle)
 		if !validRepoID(id) {
 			continue

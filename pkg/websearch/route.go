@@ -34,7 +34,7 @@ var (
 	mlPlatform   = []string{"huggingface", "hugging face", "huggingface.co", "hf hub", "hf.co", "hf-mirror"}
 
 	// Strong signals: one is enough.
-	codeStrong = []string{"repo", "repos", "repository", "repositories", "source code", "open source", "open-source",
+	codeStrong = []string{"repository", "repositories", "source code", "open source", "open-source",
 		"pull request", "pull requests", "stack trace", "stacktrace", "sdk", "codebase", "git clone",
 		"代码", "源码", "源代码", "开源项目", "仓库", "代码库"}
 	mlStrong = []string{"dataset", "datasets", "checkpoint", "checkpoints", "gguf", "safetensors", "lora", "qlora",
@@ -42,11 +42,14 @@ var (
 		"llm", "llms", "model weights", "open-weight", "open-weights", "text-to-image", "text-to-speech", "sentence-transformers",
 		"数据集", "大模型", "预训练", "微调", "语料", "语料库", "权重"}
 
-	// Weak signals: two are needed.
-	codeWeak = []string{"library", "libraries", "framework", "package", "module", "crate", "crates", "npm", "pypi", "pip",
-		"golang", "rust", "python", "javascript", "typescript", "java", "kotlin", "c++", "cpp", "php", "ruby",
-		"api", "cli", "function", "implementation", "parser", "issue", "issues", "bug", "bugs", "error", "exception",
-		"compile", "compiler", "segfault", "panic", "example", "examples", "plugin",
+	// Weak signals: two are needed, one of them a programming word
+	// ("Excel function error", "package delivery error", "repo rate"
+	// and "WPS 函数报错" are office questions).
+	codeTech = []string{"npm", "pypi", "pip", "crate", "crates", "golang", "rust", "python", "javascript", "typescript",
+		"java", "kotlin", "c++", "cpp", "php", "ruby", "compiler", "segfault", "exception", "git", "编译器"}
+	codeWeak = []string{"repo", "repos", "library", "libraries", "framework", "package", "module",
+		"api", "cli", "function", "implementation", "parser", "issue", "issues", "bug", "bugs", "error",
+		"compile", "panic", "example", "examples", "plugin",
 		"库", "函数", "报错", "编译", "接口", "插件", "框架"}
 
 	// "model" and "space" mean ML only next to an ML word: not "Tesla
@@ -57,7 +60,7 @@ var (
 		"detection", "segmentation", "ocr", "translation", "transformer", "transformers", "bert", "llama", "qwen",
 		"mistral", "gemma", "phi", "deepseek", "chatglm", "yi", "onnx", "quantized", "quantization", "inference",
 		"weights", "tokenizer", "gradio", "streamlit", "reranker", "rerank", "vector", "multimodal", "generative",
-		"人工智能", "语音", "识别", "向量", "嵌入", "图像", "视觉", "生成", "翻译", "推理", "量化", "神经网络", "深度学习", "机器学习", "多模态", "中文"}
+		"人工智能", "语音", "识别", "向量", "嵌入", "图像", "视觉", "生成", "翻译", "推理", "量化", "神经网络", "深度学习", "机器学习", "多模态"}
 	// 7b, 13B, 0.5b, 70b: parameter counts.
 	paramCount = regexp.MustCompile(`(?i)^\d+(\.\d+)?[bm]$`)
 )
@@ -77,8 +80,8 @@ func classify(q string) topic {
 	code, ml := has(codePlatform)*10, has(mlPlatform)*10
 	code += 2 * has(codeStrong)
 	ml += 2 * has(mlStrong)
-	if w := has(codeWeak); w >= 2 {
-		code += w
+	if tech, w := has(codeTech), has(codeWeak); tech >= 1 && tech+w >= 2 {
+		code += tech + w
 	}
 	ctx := has(mlContext)
 	for _, w := range words {

@@ -264,8 +264,14 @@ func (x *call) results(q string, n int) []Hit {
 }
 
 func slugOf(q string) string {
+	var words []string
+	for _, w := range strings.Fields(q) {
+		if !strings.Contains(w, ":") { // qualifiers (is:public) are not the topic
+			words = append(words, w)
+		}
+	}
 	var b strings.Builder
-	for _, r := range strings.ToLower(q) {
+	for _, r := range strings.ToLower(strings.Join(words, " ")) {
 		switch {
 		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
 			b.WriteRune(r)
