@@ -3,6 +3,7 @@ package doctor
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 
@@ -65,7 +66,7 @@ func (e Env) checkWeb(ctx context.Context) Result {
 		level = Warn
 		detail, fix := webProblem(n, err)
 		parts = append(parts, n+" "+detail)
-		if fix != "" {
+		if fix != "" && !slices.Contains(fixes, fix) {
 			fixes = append(fixes, fix)
 		}
 	}
@@ -91,7 +92,7 @@ func webProblem(engine string, err error) (string, string) {
 	case errors.Is(ee, websearch.ErrAuth):
 		return "BAD KEY: " + ee.Msg, ee.Fix
 	case errors.Is(ee, websearch.ErrUnavailable) && ee.Status == 0:
-		return "UNREACHABLE: " + ee.Msg, "check network, DNS and proxy (HTTPS_PROXY), or web." + engine + "_base_url"
+		return "UNREACHABLE: " + strings.TrimPrefix(ee.Msg, "unreachable: "), "check network, DNS and proxy (HTTPS_PROXY), or web." + engine + "_base_url"
 	case errors.Is(ee, websearch.ErrRateLimited):
 		return "RATE LIMITED: " + ee.Msg, ee.Fix
 	case errors.Is(ee, websearch.ErrMalformed):
