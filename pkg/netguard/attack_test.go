@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"agent/pkg/netguard/netguardtest"
 )
 
 // FINDING: a name rule allows the name whatever it resolves to, loopback
@@ -27,7 +29,7 @@ import (
 // "*.corp.lan" was meant to open the LAN, not the box.
 func TestAttackNameRuleReachesTheBox(t *testing.T) {
 	box := newServer(t, nil) // the daemon's loopback listener
-	res := fakeResolver{
+	res := netguardtest.Resolver{
 		"wiki.corp.lan":      {"10.1.2.3"},
 		"localhost.corp.lan": {"127.0.0.1"},
 		"rebind.corp.lan":    {"10.1.2.3", "127.0.0.1"},
@@ -40,7 +42,7 @@ func TestAttackNameRuleReachesTheBox(t *testing.T) {
 		}
 	}
 	// Metadata through a name rule, checked at dial time.
-	g = New(Config{Allow: mustRules(t, "*.corp.lan"), Resolver: fakeResolver{"meta.corp.lan": {"169.254.169.254"}}})
+	g = New(Config{Allow: mustRules(t, "*.corp.lan"), Resolver: netguardtest.Resolver{"meta.corp.lan": {"169.254.169.254"}}})
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	c, err := g.DialContext(ctx, "tcp", "meta.corp.lan:80")
@@ -65,7 +67,7 @@ func TestAttackAddressSpellings(t *testing.T) {
 			t.Errorf("%s is not refused", s)
 		}
 	}
-	g := New(Config{Resolver: fakeResolver{}})
+	g := New(Config{Resolver: netguardtest.Resolver{}})
 	for _, raw := range []string{
 		"http://0/", "http://0x7f.1/", "http://0x7F.0X0.0.01/", "http://127.0.0.1./", "http://[::ffff:7f00:1]/",
 		"http://[fe80::1%25eth0]/", "http://%31%32%37.0.0.1/", "http://127.0.0.1%2523/", "http://evil.example@127.0.0.1/",
@@ -91,7 +93,7 @@ func TestAttackAddressSpellings(t *testing.T) {
 // (IDNA) before dialing, and the dial check sees the result.
 func TestAttackIDNSpellings(t *testing.T) {
 	box := newServer(t, nil)
-	g := New(Config{Allow: mustRules(t, ":"+box.port), Resolver: fakeResolver{"localhost": {"127.0.0.1"}}})
+	g := New(Config{Allow: mustRules(t, ":"+box.port), Resolver: netguardtest.Resolver{"localhost": {"127.0.0.1"}}})
 	for _, host := range []string{"ⓛⓞⓒⓐⓛⓗⓞⓢⓣ", "ｌｏｃａｌｈｏｓｔ", "１２７.０.０.１", "127。0。0。1", "127．0．0．1", "LOCALHOST."} {
 		if _, err := fetch(g, "http://"+host+":"+box.port+"/"); err == nil {
 			t.Errorf("%s was fetched", host)
@@ -137,7 +139,7 @@ func TestAttackRedirectChain(t *testing.T) {
 			w.WriteHeader(http.StatusSeeOther)
 		}
 	})
-	g := New(Config{Allow: mustRules(t, "127.0.0.1:"+srv.port, ":"+box.port), Resolver: fakeResolver{"pub.example": {"127.0.0.1"}}})
+	g := New(Config{Allow: mustRules(t, "127.0.0.1:"+srv.port, ":"+box.port), Resolver: netguardtest.Resolver{"pub.example": {"127.0.0.1"}}})
 	_, err := fetch(g, "http://pub.example:"+srv.port+"/loop")
 	if err == nil || !strings.Contains(err.Error(), "redirects") || hops.Load() == 0 || hops.Load() > 6 {
 		t.Errorf("loop: %v after %d hops", err, hops.Load())

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -13,22 +12,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"agent/pkg/netguard/netguardtest"
 )
-
-// fakeResolver answers names from a map.
-type fakeResolver map[string][]string
-
-func (f fakeResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
-	list, ok := f[strings.TrimSuffix(strings.ToLower(host), ".")]
-	if !ok {
-		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
-	}
-	var out []netip.Addr
-	for _, s := range list {
-		out = append(out, netip.MustParseAddr(s))
-	}
-	return out, nil
-}
 
 // server is a local HTTP server that counts the requests it got: a
 // refused fetch must never reach it.
@@ -83,7 +69,7 @@ func TestSSRFAttemptsAreRefused(t *testing.T) {
 	p := box.port
 	// public.example resolves to a public address; evil names resolve to
 	// the box, the LAN or metadata.
-	res := fakeResolver{
+	res := netguardtest.Resolver{
 		"rebind.example":      {"127.0.0.1"},
 		"lan.example":         {"10.0.0.7"},
 		"metadata.example":    {"169.254.169.254"},
@@ -185,7 +171,7 @@ func TestRedirectToTheBoxIsRefused(t *testing.T) {
 		}
 	})
 	g := New(Config{
-		Resolver: fakeResolver{"public.example": {"127.0.0.1"}, "rebind.example": {"127.0.0.1"}},
+		Resolver: netguardtest.Resolver{"public.example": {"127.0.0.1"}, "rebind.example": {"127.0.0.1"}},
 		Allow:    mustRules(t, "127.0.0.1:"+public.port),
 	})
 	base := "http://public.example:" + public.port
@@ -208,7 +194,7 @@ func TestRedirectToTheBoxIsRefused(t *testing.T) {
 
 func TestAllowRules(t *testing.T) {
 	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") })
-	res := fakeResolver{"wiki.corp.lan": {"127.0.0.1"}, "git.corp.lan": {"127.0.0.1"}, "other.lan": {"127.0.0.1"}}
+	res := netguardtest.Resolver{"wiki.corp.lan": {"127.0.0.1"}, "git.corp.lan": {"127.0.0.1"}, "other.lan": {"127.0.0.1"}}
 	cases := []struct {
 		rules []string
 		url   string
@@ -241,7 +227,7 @@ func TestAllowRules(t *testing.T) {
 // A name rule opens the LAN addresses its name resolves to, and nothing
 // else special: loopback, link-local and metadata need an address rule.
 func TestNameRulesOpenOnlyTheLAN(t *testing.T) {
-	res := fakeResolver{
+	res := netguardtest.Resolver{
 		"wiki.corp.lan": {"10.255.255.1"}, "git.corp.lan": {"fd12::1"}, "localhost.corp.lan": {"127.0.0.1"},
 		"meta.corp.lan": {"169.254.169.254"}, "ec2.corp.lan": {"fd00:ec2::254"}, "cgnat.corp.lan": {"100.64.0.9"},
 	}
@@ -393,7 +379,7 @@ func FuzzCheckURL(f *testing.F) {
 		"http://0x7f.1/", "http://a.b.c:8080/", "http://[fe80::1%25eth0]/", "//x", "http://%31%32%37.0.0.1/"} {
 		f.Add(s)
 	}
-	g := New(Config{Resolver: fakeResolver{}})
+	g := New(Config{Resolver: netguardtest.Resolver{}})
 	f.Fuzz(func(t *testing.T, raw string) {
 		u, err := g.CheckURL(raw)
 		if err != nil {

@@ -10,6 +10,8 @@ import (
 	"net/netip"
 	"testing"
 	"time"
+
+	"agent/pkg/netguard/netguardtest"
 )
 
 // FINDING: an address rule and a name rule with a port combine into an
@@ -20,7 +22,7 @@ import (
 // by the address rule, portAllowed by the name rule, each on its own.
 func TestReview2RulesDoNotCombineAddressAndPort(t *testing.T) {
 	srv := newServer(t, nil)
-	res := fakeResolver{"dash.corp.lan": {"127.0.0.1"}}
+	res := netguardtest.Resolver{"dash.corp.lan": {"127.0.0.1"}}
 	// Each rule alone refuses the fetch (the premise).
 	for _, rules := range [][]string{{"127.0.0.1"}, {"*.corp.lan:" + srv.port}} {
 		g := New(Config{Resolver: res, Allow: mustRules(t, rules...)})
@@ -46,7 +48,7 @@ func TestReview2RulesDoNotCombineAddressAndPort(t *testing.T) {
 // so is a name resolving into another special range.
 func TestReview2CIDRPortBeforeResolutionIsDecidedAtDial(t *testing.T) {
 	srv := newServer(t, nil)
-	res := fakeResolver{"public.example": {"93.184.216.34"}, "box.example": {"127.0.0.1"}}
+	res := netguardtest.Resolver{"public.example": {"93.184.216.34"}, "box.example": {"127.0.0.1"}}
 	g := New(Config{Resolver: res, Allow: mustRules(t, "10.0.0.0/8:"+srv.port)})
 	for _, host := range []string{"public.example", "box.example"} {
 		u := "http://" + host + ":" + srv.port + "/"
@@ -73,7 +75,7 @@ func TestReview2CIDRPortBeforeResolutionIsDecidedAtDial(t *testing.T) {
 // for every IPv6 spelling of the box.
 func TestReview2PortOnlyRuleStaysPublic(t *testing.T) {
 	srv := newServer(t, nil)
-	res := fakeResolver{"box.example": {"127.0.0.1"}, "mapped.example": {"::ffff:127.0.0.1"}, "lan.example": {"10.1.2.3"}}
+	res := netguardtest.Resolver{"box.example": {"127.0.0.1"}, "mapped.example": {"::ffff:127.0.0.1"}, "lan.example": {"10.1.2.3"}}
 	g := New(Config{Resolver: res, Allow: mustRules(t, ":"+srv.port, "10.1.2.3")})
 	for _, u := range []string{
 		"http://127.0.0.1:" + srv.port + "/",

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"agent/pkg/netguard"
+	"agent/pkg/netguard/netguardtest"
 	"agent/pkg/webfetch"
 )
 
@@ -35,7 +36,7 @@ func attackSite(t *testing.T, h http.HandlerFunc, mod func(*webfetch.Config)) (*
 		t.Fatal(err)
 	}
 	cfg := webfetch.Config{
-		Guard:    netguard.New(netguard.Config{Allow: rules, Resolver: resolver{"site.example": "127.0.0.1"}}),
+		Guard:    netguard.New(netguard.Config{Allow: rules, Resolver: netguardtest.Resolver{"site.example": {"127.0.0.1"}}}),
 		Timeout:  5 * time.Second,
 		MaxBytes: 10 << 20,
 	}
@@ -223,7 +224,7 @@ func rawSite(t *testing.T, reply func(c net.Conn)) (*webfetch.Fetcher, string) {
 	port := fmt.Sprint(ln.Addr().(*net.TCPAddr).Port)
 	rules, _ := netguard.ParseRules([]string{"127.0.0.1:" + port})
 	f := webfetch.New(webfetch.Config{
-		Guard:   netguard.New(netguard.Config{Allow: rules, Resolver: resolver{"raw.example": "127.0.0.1"}}),
+		Guard:   netguard.New(netguard.Config{Allow: rules, Resolver: netguardtest.Resolver{"raw.example": {"127.0.0.1"}}}),
 		Timeout: 3 * time.Second,
 	})
 	return f, "http://raw.example:" + port + "/"
@@ -334,7 +335,7 @@ func TestAttackRedirectSpellingsToTheBox(t *testing.T) {
 	su, _ := url.Parse(srv.URL)
 	rules, _ := netguard.ParseRules([]string{"127.0.0.1:" + su.Port(), ":" + bp})
 	f := webfetch.New(webfetch.Config{
-		Guard:   netguard.New(netguard.Config{Allow: rules, Resolver: resolver{"site.example": "127.0.0.1", "localhost": "127.0.0.1"}}),
+		Guard:   netguard.New(netguard.Config{Allow: rules, Resolver: netguardtest.Resolver{"site.example": {"127.0.0.1"}, "localhost": {"127.0.0.1"}}}),
 		Timeout: 3 * time.Second,
 	})
 	for n, target := range targets {

@@ -57,6 +57,8 @@ const (
 	// maxArticleBytes is the largest page the article reader is given
 	// (article pages are far smaller; a larger one would take seconds).
 	maxArticleBytes = 4 << 20
+	// maxFetches is how many fetches run at once (more wait).
+	maxFetches = 4
 	// maxExtractions is how many pages are reduced at once.
 	maxExtractions = 2
 )
@@ -76,10 +78,11 @@ type Config struct {
 
 // Fetcher fetches and reads pages.
 type Fetcher struct {
-	cfg    Config
-	client *http.Client
-	md     *converter.Converter
-	sem    chan struct{} // extractions at once
+	cfg     Config
+	client  *http.Client
+	md      *converter.Converter
+	sem     chan struct{} // extractions at once
+	fetches chan struct{} // fetches at once
 }
 
 // New returns a Fetcher.
@@ -111,13 +114,13 @@ func New(cfg Config) *Fetcher {
 	for _, tag := range []string{"img", "picture", "svg", "video", "audio", "source", "button"} {
 		md.Register.TagType(tag, converter.TagTypeRemove, converter.PriorityEarly)
 	}
-	return &Fetcher{cfg: cfg, client: cfg.Guard.Client(netguard.ClientConfig{Timeout: cfg.Timeout}), md: md, sem: make(chan struct{}, maxExtractions)}
+	return &Fetcher{cfg: cfg, client: cfg.Guard.Client(netguard.ClientConfig{Timeout: cfg.Timeout}), md: md,
+		sem: make(chan struct{}, maxExtractions), fetches: make(chan struct{}, maxFetches)}
 }
 
 // Page is a fetched and read page.
 type Page struct {
 	URL       string // after redirects
-	Status    int
 	Type      string // the media type
 	Title     string
 	Byline    string
@@ -140,8 +143,16 @@ func (f *Fetcher) Fetch(ctx context.Context, raw string) (*Page, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
+	ctx, cancel := clock.WithTimeout(ctx, f.cfg.Clock, f.cfg.Timeout)
 	defer cancel()
+	// A few fetches at once: each holds up to MaxBytes of body and its
+	// decoded copy, and the model may ask for many in one step.
+	select {
+	case f.fetches <- struct{}{}:
+		defer func() { <-f.fetches }()
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%s: too many pages being fetched; none finished within %s", u.Host, f.cfg.Timeout)
+	}
 	start := f.cfg.Clock.Now()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
@@ -163,7 +174,7 @@ func (f *Fetcher) Fetch(ctx context.Context, raw string) (*Page, error) {
 		return nil, fmt.Errorf("fetch %s: %v", u.Host, unwrapURLError(err))
 	}
 	defer resp.Body.Close()
-	p := &Page{URL: resp.Request.URL.String(), Status: resp.StatusCode}
+	p := &Page{URL: resp.Request.URL.String()}
 	p.Type, _, _ = mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	body, err := io.ReadAll(io.LimitReader(resp.Body, f.cfg.MaxBytes+1))
 	p.Bytes = int64(len(body))

@@ -6,29 +6,24 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"net/netip"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"agent/pkg/document"
 	"agent/pkg/nativetest"
 	"agent/pkg/netguard"
+	"agent/pkg/netguard/netguardtest"
 	"agent/pkg/readdoc"
 	"agent/pkg/sandbox/sandboxtest"
 	"agent/pkg/tools"
 	"agent/pkg/webfetch"
 	"agent/pkg/webtest"
 )
-
-type resolver map[string]string
-
-func (r resolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
-	if a, ok := r[host]; ok {
-		return []netip.Addr{netip.MustParseAddr(a)}, nil
-	}
-	return nil, errors.New("no such host " + host)
-}
 
 type fixture struct {
 	site *webtest.Site
@@ -48,7 +43,7 @@ func newFixture(t *testing.T, mod func(*webfetch.Config)) *fixture {
 	}
 	logs := &bytes.Buffer{}
 	cfg := webfetch.Config{
-		Guard:    netguard.New(netguard.Config{Allow: rules, Resolver: resolver{"news.example": "127.0.0.1", "evil.example": "127.0.0.2"}}),
+		Guard:    netguard.New(netguard.Config{Allow: rules, Resolver: netguardtest.Resolver{"news.example": {"127.0.0.1"}, "evil.example": {"127.0.0.2"}}}),
 		Timeout:  5 * time.Second,
 		MaxBytes: 10 << 20,
 		Logger:   slog.New(slog.NewTextHandler(logs, nil)),
@@ -253,5 +248,40 @@ func TestConcurrentFetches(t *testing.T) {
 		if err := <-errs; err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// However many fetches the model asks for at once, at most four are in
+// flight; the rest wait within the same timeout.
+func TestFetchesAtOnceAreBounded(t *testing.T) {
+	var inflight, most atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := inflight.Add(1)
+		defer inflight.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		<-r.Context().Done()
+	}))
+	defer srv.Close()
+	u, _ := url.Parse(srv.URL)
+	rules, err := netguard.ParseRules([]string{"127.0.0.1:" + u.Port()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := webfetch.New(webfetch.Config{Guard: netguard.New(netguard.Config{Allow: rules}), Timeout: 500 * time.Millisecond})
+	errs := make(chan error, 12)
+	for range 12 {
+		go func() {
+			_, err := f.Fetch(context.Background(), srv.URL+"/slow")
+			errs <- err
+		}()
+	}
+	for range 12 {
+		if err := <-errs; err == nil {
+			t.Error("a fetch of a page that never answers succeeded")
+		}
+	}
+	if m := most.Load(); m < 1 || m > 4 {
+		t.Fatalf("%d fetches in flight at once, want 1-4", m)
 	}
 }
