@@ -128,65 +128,51 @@ func New(cfg Config) *Router {
 	r.max = min(r.max, MaxResults)
 	hc := httpClient(cfg.HTTP, timeout)
 	for _, name := range w.Engines {
-		if _, dup := r.engines[name]; dup {
+		if _, dup := r.engines[name]; dup || !Configured(w, name) {
 			continue
 		}
-		var baseURL, key string
-		switch name {
-		case config.EngineSearXNG:
-			baseURL = w.SearXNGBaseURL
-		case config.EngineTavily:
-			baseURL, key = w.TavilyBaseURL, w.TavilyAPIKey
-		case config.EngineBrave:
-			baseURL, key = w.BraveBaseURL, w.BraveAPIKey
-		case config.EngineGitHub:
-			baseURL, key = w.GitHubBaseURL, w.GitHubAPIKey
-		case config.EngineHuggingFace:
-			baseURL, key = w.HuggingFaceBaseURL, w.HuggingFaceAPIKey
-		}
-		if !Configured(w, name) {
-			continue
-		}
+		baseURL, key, _ := settings(w, name)
 		b := base{name: name, baseURL: strings.TrimRight(baseURL, "/"), key: key, http: hc, clock: r.clock, log: log, timeout: timeout}
-		var e Engine
-		switch name {
-		case config.EngineSearXNG:
-			e = &searxng{b}
-		case config.EngineTavily:
-			e = &tavily{b}
-		case config.EngineBrave:
-			e = &brave{b}
-		case config.EngineGitHub:
-			e = &github{b}
-		case config.EngineHuggingFace:
-			e = &huggingface{b}
-		}
-		r.engines[name] = e
+		r.engines[name] = engineKinds[name](b)
 		r.order = append(r.order, name)
 	}
 	return r
 }
 
-// Configured reports whether engine is offered under w: listed in
-// w.Engines, with a base URL (searxng) or an API key (tavily, brave);
-// github and huggingface need neither.
-func Configured(w config.Web, engine string) bool {
-	if !slices.Contains(w.Engines, engine) {
-		return false
-	}
+// engineKinds make each engine from its base.
+var engineKinds = map[string]func(base) Engine{
+	config.EngineSearXNG:     func(b base) Engine { return &searxng{b} },
+	config.EngineTavily:      func(b base) Engine { return &tavily{b} },
+	config.EngineBrave:       func(b base) Engine { return &brave{b} },
+	config.EngineGitHub:      func(b base) Engine { return &github{b} },
+	config.EngineHuggingFace: func(b base) Engine { return &huggingface{b} },
+}
+
+// settings are an engine's base URL and key under w, and whether it needs
+// the key (tavily and brave do; searxng has none; github and huggingface
+// work without).
+func settings(w config.Web, engine string) (baseURL, key string, needsKey bool) {
 	switch engine {
 	case config.EngineSearXNG:
-		return w.SearXNGBaseURL != ""
+		return w.SearXNGBaseURL, "", false
 	case config.EngineTavily:
-		return w.TavilyAPIKey != "" && w.TavilyBaseURL != ""
+		return w.TavilyBaseURL, w.TavilyAPIKey, true
 	case config.EngineBrave:
-		return w.BraveAPIKey != "" && w.BraveBaseURL != ""
+		return w.BraveBaseURL, w.BraveAPIKey, true
 	case config.EngineGitHub:
-		return w.GitHubBaseURL != ""
+		return w.GitHubBaseURL, w.GitHubAPIKey, false
 	case config.EngineHuggingFace:
-		return w.HuggingFaceBaseURL != ""
+		return w.HuggingFaceBaseURL, w.HuggingFaceAPIKey, false
 	}
-	return false
+	return "", "", false
+}
+
+// Configured reports whether engine is offered under w: listed in
+// w.Engines, with a base URL, and with an API key where it needs one
+// (tavily, brave).
+func Configured(w config.Web, engine string) bool {
+	baseURL, key, needsKey := settings(w, engine)
+	return slices.Contains(w.Engines, engine) && engineKinds[engine] != nil && baseURL != "" && (key != "" || !needsKey)
 }
 
 // httpClient returns hc, or a client of its own, refusing redirects to
