@@ -156,12 +156,7 @@ func (cfg Config) pdf(ctx context.Context, call tools.Call, a Args) (*document.D
 	if res.Limit != sandbox.LimitNone || res.Exit != 0 {
 		return nil, fmt.Errorf("%s is not a readable PDF: %s", a.Path, problem(res))
 	}
-	total := 0
-	for l := range strings.SplitSeq(string(res.Stdout), "\n") {
-		if v, ok := strings.CutPrefix(l, "Pages:"); ok {
-			total, _ = strconv.Atoi(strings.TrimSpace(v))
-		}
-	}
+	total := pageCount(string(res.Stdout))
 	if total <= 0 {
 		return &document.Doc{Kind: document.KindPDF, Unit: document.UnitPage}, nil
 	}
@@ -179,14 +174,42 @@ func (cfg Config) pdf(ctx context.Context, call tools.Call, a Args) (*document.D
 	if err != nil {
 		return nil, fmt.Errorf("the sandbox failed: %v", err)
 	}
-	if res.Limit != sandbox.LimitNone && res.Limit != sandbox.LimitOutput || res.Limit == sandbox.LimitNone && res.Exit != 0 {
+	if !textOK(res) {
 		return nil, fmt.Errorf("%s: pdftotext failed: %s", a.Path, problem(res))
 	}
-	doc := &document.Doc{Kind: document.KindPDF, Unit: document.UnitPage, Total: total, Parts: document.PDFPages(string(res.Stdout), first)}
+	return pdfDoc(total, string(res.Stdout), first, res), nil
+}
+
+// textOK reports whether a pdftotext run gave text: it ended well, or
+// at the output limit (the text so far counts, its last page unfinished).
+func textOK(res *sandbox.Result) bool {
+	return res.Limit == sandbox.LimitOutput || res.Limit == sandbox.LimitNone && res.Exit == 0
+}
+
+// pdfDoc is the Doc of pdftotext's output from page first on, of a PDF of
+// total pages.
+func pdfDoc(total int, text string, first int, res *sandbox.Result) *document.Doc {
+	doc := &document.Doc{Kind: document.KindPDF, Unit: document.UnitPage, Total: total}
+	if total > 0 {
+		doc.Parts = document.PDFPages(text, first)
+	}
 	if res.Limit == sandbox.LimitOutput && len(doc.Parts) > 0 {
 		doc.Parts[len(doc.Parts)-1].Unfinished = true
 	}
-	return doc, nil
+	return doc
+}
+
+// pageCount reads "Pages: N" from pdfinfo's output (0 when absent). The
+// last such line counts: a title or subject holding a line break could
+// print a "Pages:" line of its own before the real one.
+func pageCount(info string) int {
+	n := 0
+	for l := range strings.SplitSeq(info, "\n") {
+		if v, ok := strings.CutPrefix(l, "Pages:"); ok {
+			n, _ = strconv.Atoi(strings.TrimSpace(v))
+		}
+	}
+	return n
 }
 
 // PDFBytes converts the first pages of a PDF held in memory (a download:
@@ -206,23 +229,10 @@ func PDFBytes(ctx context.Context, run Runner, data []byte) (*document.Doc, erro
 		return nil, fmt.Errorf("the sandbox failed: %v", err)
 	}
 	info, text, ok := strings.Cut(string(res.Stdout), "\n"+sep+"\n")
-	if !ok || res.Limit != sandbox.LimitNone && res.Limit != sandbox.LimitOutput || res.Limit == sandbox.LimitNone && res.Exit != 0 {
+	if !ok || !textOK(res) {
 		return nil, fmt.Errorf("not a readable PDF: %s", problem(res))
 	}
-	total := 0
-	for l := range strings.SplitSeq(info, "\n") {
-		if v, ok := strings.CutPrefix(l, "Pages:"); ok {
-			total, _ = strconv.Atoi(strings.TrimSpace(v))
-		}
-	}
-	doc := &document.Doc{Kind: document.KindPDF, Unit: document.UnitPage, Total: total}
-	if total > 0 {
-		doc.Parts = document.PDFPages(text, 1)
-	}
-	if res.Limit == sandbox.LimitOutput && len(doc.Parts) > 0 {
-		doc.Parts[len(doc.Parts)-1].Unfinished = true
-	}
-	return doc, nil
+	return pdfDoc(pageCount(info), text, 1, res), nil
 }
 
 // problem says briefly why a run failed.
