@@ -84,13 +84,7 @@ func (a *Assistant) documentTool() tools.Tool {
 	return readdoc.Tool(readdoc.Config{
 		Spaces: a.spaces,
 		Sandbox: func(ctx context.Context) (readdoc.Runner, error) {
-			// A turn right after start waits for the first probe.
-			select {
-			case <-a.SandboxReady():
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
-			sb, err := a.Sandbox()
+			sb, err := a.readySandbox(ctx)
 			if err != nil {
 				return nil, err
 			}
@@ -196,6 +190,17 @@ func (a *Assistant) SandboxReady() <-chan struct{} {
 		return c
 	}
 	return a.sandbox.ready
+}
+
+// readySandbox is Sandbox once the first probe has decided: a turn right
+// after start waits for it (the probe is bounded: 30 s).
+func (a *Assistant) readySandbox(ctx context.Context) (*sandbox.Sandbox, error) {
+	select {
+	case <-a.SandboxReady():
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return a.Sandbox()
 }
 
 // Sandbox is the sandbox when it works, or nil and why not.

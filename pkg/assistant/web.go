@@ -3,7 +3,6 @@ package assistant
 import (
 	"context"
 	"reflect"
-	"time"
 
 	"agent/pkg/buildinfo"
 	"agent/pkg/config"
@@ -89,13 +88,7 @@ func cloneWeb(w config.Web) config.Web {
 
 // pdfBytes converts a downloaded PDF in the sandbox (web_fetch).
 func (a *Assistant) pdfBytes(ctx context.Context, data []byte) (*document.Doc, error) {
-	select {
-	case <-a.SandboxReady():
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-a.clock.After(30 * time.Second):
-	}
-	sb, err := a.Sandbox()
+	sb, err := a.readySandbox(ctx)
 	if err != nil {
 		return nil, err
 	}
