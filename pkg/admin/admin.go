@@ -150,6 +150,7 @@ func Handler(b Backend) http.Handler {
 	})
 	registerMemory(mux, b)
 	registerTools(mux, b)
+	registerCustomTools(mux, b)
 	registerPairing(mux, b)
 	registerJobs(mux, b)
 	registerConsole(mux, b)

@@ -2,7 +2,13 @@ package admin
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
 )
 
 // ToolServer is one configured MCP server, for `agentctl tools list`.
@@ -19,6 +25,7 @@ type ToolServer struct {
 type ToolInfo struct {
 	Name   string `json:"name"`
 	Server string `json:"server,omitempty"` // the MCP server it comes from; "" for built-in tools
+	Custom bool   `json:"custom,omitempty"` // made with create_tool
 }
 
 // ToolList is what GET /v1/tools returns: the MCP servers and every tool the
@@ -26,6 +33,7 @@ type ToolInfo struct {
 type ToolList struct {
 	Servers []ToolServer `json:"servers"`
 	Tools   []ToolInfo   `json:"tools"`
+	Custom  []CustomTool `json:"custom"` // every custom tool, offered or not
 }
 
 // ToolsBackend is the tools part of the admin API; a Backend that also
@@ -49,6 +57,9 @@ func registerTools(mux *http.ServeMux, b Backend) {
 		if list.Tools == nil {
 			list.Tools = []ToolInfo{}
 		}
+		if list.Custom == nil {
+			list.Custom = []CustomTool{}
+		}
 		answer(w, list, err)
 	}))
 	mux.HandleFunc("POST /v1/tools/reload", tools(func(w http.ResponseWriter, r *http.Request, t ToolsBackend) {
@@ -71,4 +82,77 @@ func (c *Client) ReloadTools(ctx context.Context) error {
 	ctx, cancel := quick(ctx)
 	defer cancel()
 	return c.do(ctx, http.MethodPost, "/v1/tools/reload", nil, nil)
+}
+
+// CustomTool is one tool created with create_tool.
+type CustomTool struct {
+	Name        string    `json:"name"`
+	State       string    `json:"state"` // live | pending | rejected
+	Creator     string    `json:"creator"`
+	Live        int       `json:"live,omitempty"`    // the version offered
+	Pending     int       `json:"pending,omitempty"` // the version waiting for approval
+	Latest      int       `json:"latest"`
+	History     []int     `json:"history,omitempty"` // earlier live versions (rollback)
+	ApprovedBy  string    `json:"approved_by,omitempty"`
+	Language    string    `json:"language"`
+	Network     bool      `json:"network,omitempty"`
+	Description string    `json:"description"`
+	Updated     time.Time `json:"updated"`
+	LastError   string    `json:"last_error,omitempty"`
+	LastErrorAt time.Time `json:"last_error_at,omitzero"`
+}
+
+// CustomToolDetail is a tool with the code of one version: the pending
+// one when there is one (what an owner decides on), else the live one.
+type CustomToolDetail struct {
+	CustomTool
+	Version    int             `json:"version"`
+	Author     string          `json:"author"`
+	Parameters json.RawMessage `json:"parameters"`
+	Code       string          `json:"code"`
+}
+
+// CustomToolsBackend is the custom tools part of the admin API.
+type CustomToolsBackend interface {
+	CustomTool(ctx context.Context, name string) (CustomToolDetail, error)
+	// CustomToolAction is approve, reject, rollback or remove.
+	CustomToolAction(ctx context.Context, name, action string) (CustomTool, error)
+}
+
+// ErrConflict is returned (wrapped) for an action the tool's state does
+// not allow (approving a tool with nothing pending).
+var ErrConflict = errors.New("conflict")
+
+// CustomToolActions are the actions of POST /v1/tools/custom/{name}/{action}.
+var CustomToolActions = []string{"approve", "reject", "rollback", "remove"}
+
+func registerCustomTools(mux *http.ServeMux, b Backend) {
+	custom := optional[CustomToolsBackend](b, "custom tools")
+	mux.HandleFunc("GET /v1/tools/custom/{name}", custom(func(w http.ResponseWriter, r *http.Request, c CustomToolsBackend) {
+		d, err := c.CustomTool(r.Context(), r.PathValue("name"))
+		answer(w, d, err)
+	}))
+	mux.HandleFunc("POST /v1/tools/custom/{name}/{action}", custom(func(w http.ResponseWriter, r *http.Request, c CustomToolsBackend) {
+		action := r.PathValue("action")
+		if !slices.Contains(CustomToolActions, action) {
+			writeError(w, http.StatusBadRequest, "unknown action "+action+"; one of "+strings.Join(CustomToolActions, ", "))
+			return
+		}
+		t, err := c.CustomToolAction(r.Context(), r.PathValue("name"), action)
+		if errors.Is(err, ErrConflict) {
+			writeError(w, http.StatusConflict, err.Error())
+			return
+		}
+		answer(w, t, err)
+	}))
+}
+
+// CustomTool reads one custom tool with its code.
+func (c *Client) CustomTool(ctx context.Context, name string) (CustomToolDetail, error) {
+	return call[CustomToolDetail](ctx, c, http.MethodGet, "/v1/tools/custom/"+url.PathEscape(name), nil)
+}
+
+// CustomToolAction approves, rejects, rolls back or removes a custom tool.
+func (c *Client) CustomToolAction(ctx context.Context, name, action string) (CustomTool, error) {
+	return call[CustomTool](ctx, c, http.MethodPost, "/v1/tools/custom/"+url.PathEscape(name)+"/"+url.PathEscape(action), nil)
 }

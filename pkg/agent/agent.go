@@ -314,10 +314,6 @@ func (a *Agent) Turn(ctx context.Context, in Input, emit func(Event)) (Output, e
 	if fast && cfg.VoiceModel != "" {
 		model = cfg.VoiceModel
 	}
-	var specs []llm.Tool
-	if a.d.Tools != nil {
-		specs = a.d.Tools.Specs(in.Profile)
-	}
 	budget := cfg.ContextBudget - session.EstimateTokens(llm.Message{Role: llm.RoleSystem, Content: system})
 
 	request := func(extra ...llm.Message) llm.Request {
@@ -364,7 +360,11 @@ func (a *Agent) Turn(ctx context.Context, in Input, emit func(Event)) (Output, e
 			break
 		}
 		req := request()
-		req.Tools = specs
+		if a.d.Tools != nil {
+			// Each step: a tool created (create_tool) or a server
+			// connected during the turn is offered from the next one.
+			req.Tools = a.d.Tools.Specs(in.Profile)
+		}
 		resp, err := call(loopCtx, req)
 		if err != nil {
 			if errors.Is(err, llm.ErrContentFilter) && len(resp.Message.ToolCalls) == 0 {

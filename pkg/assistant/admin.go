@@ -18,9 +18,10 @@ import (
 // jobs, tools). The operator sees every user's data.
 
 var (
-	_ admin.MemoryBackend = (*Assistant)(nil)
-	_ admin.JobsBackend   = (*Assistant)(nil)
-	_ admin.ToolsBackend  = (*Assistant)(nil)
+	_ admin.MemoryBackend      = (*Assistant)(nil)
+	_ admin.JobsBackend        = (*Assistant)(nil)
+	_ admin.ToolsBackend       = (*Assistant)(nil)
+	_ admin.CustomToolsBackend = (*Assistant)(nil)
 )
 
 // Send is agentctl send: one message through the same pipeline a WeCom or
@@ -241,8 +242,13 @@ func (a *Assistant) Tools(context.Context) (admin.ToolList, error) {
 		out.Servers = append(out.Servers, admin.ToolServer{Name: s.Name, Transport: s.Transport, State: string(s.State),
 			Tools: s.Tools, LastError: s.LastError, Restarts: s.Restarts})
 	}
+	custom := map[string]bool{}
+	for _, c := range a.customList() {
+		custom[c.Name] = c.Live > 0
+		out.Custom = append(out.Custom, c)
+	}
 	for _, tool := range t.reg.List("") {
-		out.Tools = append(out.Tools, admin.ToolInfo{Name: tool.Name, Server: serverOf(tool.Name, st)})
+		out.Tools = append(out.Tools, admin.ToolInfo{Name: tool.Name, Server: serverOf(tool.Name, st), Custom: custom[tool.Name]})
 	}
 	return out, nil
 }

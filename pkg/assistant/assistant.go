@@ -23,6 +23,7 @@ import (
 	"agent/pkg/clock"
 	"agent/pkg/config"
 	"agent/pkg/conversation"
+	"agent/pkg/customtool"
 	"agent/pkg/embed"
 	"agent/pkg/errlog"
 	"agent/pkg/health"
@@ -91,6 +92,7 @@ type Assistant struct {
 	sched    *schedPart
 	checks   *selfCheckPart
 	sandbox  *sandboxPart
+	custom   *customtool.Manager
 	webMu    sync.Mutex // serialises reloads of the web tools
 	webCfg   config.Web // the [web] the web tools were built from (webMu)
 }
@@ -164,6 +166,9 @@ func New(cfg *config.Config, d Deps) (_ *Assistant, err error) {
 		return nil, err
 	}
 	a.sandbox = a.newSandboxPart(cfg) // its tools come with Start, once it proved to work
+	if a.custom, err = a.openCustomTools(a.spaces.Dir()); err != nil {
+		return nil, err
+	}
 	if err := a.Register(a.documentTool()); err != nil {
 		return nil, err
 	}
@@ -203,6 +208,7 @@ func New(cfg *config.Config, d Deps) (_ *Assistant, err error) {
 	a.conv = conversation.New(conversation.Deps{
 		Runner: a.runner, Agent: a.checks.observe(ag), Sessions: a.sessions, Memory: a.memory, Closed: a.compress.Notify,
 		Model: cfg.LLM.Model, Logger: d.Logger, Clock: d.Clock,
+		Commands: map[string]conversation.Command{"/tools": a.toolsCommand},
 	})
 	if err := a.startMCP(cfg); err != nil {
 		return nil, fmt.Errorf("mcp: %w", err)
@@ -408,7 +414,7 @@ func (a *Assistant) sendOut(ctx context.Context, channel, to, text string) error
 func (a *Assistant) NotifyOwners(ctx context.Context, text string) {
 	owners := a.config().Agent.Owners
 	if len(owners) == 0 {
-		a.logger.Warn("self-check found problems but agent.owners is empty; nobody was told", "summary", text)
+		a.logger.Warn("agent.owners is empty; nobody was told", "notice", text)
 		return
 	}
 	for _, o := range owners {

@@ -117,7 +117,7 @@ func (a *Assistant) StartSandbox() {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		if p.err != nil {
-			return fmt.Errorf("%w: exec, documents (PDF) and video tools are not offered: %v", health.ErrDegraded, p.err)
+			return fmt.Errorf("%w: exec, documents (PDF), video and custom tools are not offered: %v", health.ErrDegraded, p.err)
 		}
 		return nil
 	})
@@ -149,6 +149,9 @@ func (a *Assistant) probeSandbox(ctx context.Context) {
 		}
 		if err == nil {
 			err = a.Register(a.sandboxTools(a.config())...)
+		}
+		if err == nil && a.custom != nil {
+			err = a.custom.Activate() // create_tool and the live custom tools
 		}
 		p.mu.Lock()
 		p.err = err

@@ -76,7 +76,13 @@ type Deps struct {
 	// Clock bounds the delivery of a cancelled turn's last word; nil: the
 	// wall clock.
 	Clock clock.Clock
+	// Commands are more slash commands ("/tools"), each given the sender
+	// ("wecom:alice") and the message's words; the reply goes back as is.
+	Commands map[string]Command
 }
+
+// Command is a slash command a host adds.
+type Command func(ctx context.Context, user string, fields []string) string
 
 // Service routes inbound messages. Safe for concurrent use.
 type Service struct {
@@ -262,6 +268,7 @@ const HelpText = `Commands:
 /status — this conversation, the model, message counts
 /verbose on|off — show each tool step as it happens
 /forget TEXT — forget what I remember that matches TEXT (or #ID for one fact)
+/tools — custom tools waiting for approval (owners: /tools show|approve|reject NAME)
 /help — this list`
 
 func (s *Service) command(ctx context.Context, key session.Key, user, text string) string {
@@ -306,6 +313,9 @@ func (s *Service) command(ctx context.Context, key session.Key, user, text strin
 		return "Verbose " + fields[1] + "."
 	case "/help":
 		return HelpText
+	}
+	if c, ok := s.d.Commands[strings.ToLower(fields[0])]; ok {
+		return c(ctx, user, fields)
 	}
 	return fmt.Sprintf("Unknown command %s.\n%s", fields[0], HelpText)
 }

@@ -16,12 +16,13 @@ type adminBackend struct {
 }
 
 var (
-	_ admin.Backend        = adminBackend{}
-	_ admin.PairingBackend = adminBackend{}
-	_ admin.ConsoleBackend = adminBackend{}
-	_ admin.MemoryBackend  = adminBackend{}
-	_ admin.JobsBackend    = adminBackend{}
-	_ admin.ToolsBackend   = adminBackend{}
+	_ admin.Backend            = adminBackend{}
+	_ admin.PairingBackend     = adminBackend{}
+	_ admin.ConsoleBackend     = adminBackend{}
+	_ admin.MemoryBackend      = adminBackend{}
+	_ admin.JobsBackend        = adminBackend{}
+	_ admin.ToolsBackend       = adminBackend{}
+	_ admin.CustomToolsBackend = adminBackend{}
 )
 
 // Reload is the daemon's: the whole configuration file.

@@ -1,0 +1,206 @@
+package customtool
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"unicode/utf8"
+)
+
+// Bounds of what create_tool accepts.
+const (
+	MaxCode        = 64 << 10 // a whole program; it travels in one argv entry (128 KiB max)
+	MaxDescription = 1024
+	MaxSchema      = 8 << 10
+	maxSchemaDepth = 6
+	maxProperties  = 32
+)
+
+// ErrInvalid is wrapped by the checks: the message says what to change.
+var ErrInvalid = errors.New("invalid tool")
+
+var nameRE = regexp.MustCompile(`^[a-z][a-z0-9_]{1,47}$`)
+
+// pyKeywords cannot name a Python function (def NAME).
+var pyKeywords = []string{"and", "as", "assert", "async", "await", "break", "class", "continue", "def", "del",
+	"elif", "else", "except", "finally", "for", "from", "global", "if", "import", "in", "is", "lambda",
+	"nonlocal", "not", "or", "pass", "raise", "return", "try", "while", "with", "yield", "match", "case", "type"}
+
+// CheckName says whether name can name a custom tool: lower case letters,
+// digits and single underscores, starting with a letter, 2 to 48
+// characters. "__" is refused: MCP tools are SERVER__TOOL.
+func CheckName(name string) error {
+	if !nameRE.MatchString(name) {
+		return fmt.Errorf("%w: name %q: use 2-48 lower-case letters, digits and _ , starting with a letter (like convert_units)", ErrInvalid, name)
+	}
+	if strings.Contains(name, "__") {
+		return fmt.Errorf("%w: name %q: \"__\" is reserved for MCP tools (SERVER__TOOL)", ErrInvalid, name)
+	}
+	if slices.Contains(pyKeywords, name) {
+		return fmt.Errorf("%w: name %q is a Python keyword", ErrInvalid, name)
+	}
+	return nil
+}
+
+var propRE = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]{0,63}$`)
+
+var jsonTypes = []string{"string", "number", "integer", "boolean", "array", "object", "null"}
+
+// CheckSchema checks that s is an argument schema LLM APIs accept: a JSON
+// object schema ("type": "object") whose properties are named like
+// identifiers (they become Python keyword arguments and ARG_ variables),
+// each with a known type (arrays with items), "required" naming only
+// properties, no "$ref", at most 8 KiB and 6 levels deep.
+func CheckSchema(s json.RawMessage) error {
+	s = bytes.TrimSpace(s)
+	if len(s) == 0 {
+		return fmt.Errorf("%w: parameters is missing: give a JSON schema object such as {\"type\":\"object\",\"properties\":{}}", ErrInvalid)
+	}
+	if len(s) > MaxSchema {
+		return fmt.Errorf("%w: parameters is %d bytes; at most %d", ErrInvalid, len(s), MaxSchema)
+	}
+	if bytes.Contains(s, []byte(`"$ref"`)) {
+		return fmt.Errorf("%w: parameters: $ref is not supported; write the schema out", ErrInvalid)
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(s, &top); err != nil || top == nil {
+		return fmt.Errorf("%w: parameters must be a JSON object (a JSON schema)", ErrInvalid)
+	}
+	if typeOf(top["type"]) != "object" {
+		return fmt.Errorf("%w: parameters must have \"type\": \"object\"", ErrInvalid)
+	}
+	props, err := properties(top)
+	if err != nil {
+		return err
+	}
+	for name := range props {
+		if !propRE.MatchString(name) {
+			return fmt.Errorf("%w: parameter name %q: use letters, digits and _ (an identifier)", ErrInvalid, name)
+		}
+	}
+	return checkNode(top, "parameters", 0)
+}
+
+func properties(node map[string]json.RawMessage) (map[string]json.RawMessage, error) {
+	raw, ok := node["properties"]
+	if !ok {
+		return nil, nil
+	}
+	var props map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &props); err != nil || props == nil {
+		return nil, fmt.Errorf("%w: \"properties\" must be an object of schemas", ErrInvalid)
+	}
+	if len(props) > maxProperties {
+		return nil, fmt.Errorf("%w: %d properties; at most %d", ErrInvalid, len(props), maxProperties)
+	}
+	return props, nil
+}
+
+func checkNode(node map[string]json.RawMessage, at string, depth int) error {
+	if depth > maxSchemaDepth {
+		return fmt.Errorf("%w: %s: nested deeper than %d levels", ErrInvalid, at, maxSchemaDepth)
+	}
+	typ, hasType := node["type"]
+	_, hasEnum := node["enum"]
+	_, hasAny := node["anyOf"]
+	if !hasType && !hasEnum && !hasAny {
+		return fmt.Errorf("%w: %s has no \"type\"", ErrInvalid, at)
+	}
+	var types []string
+	if hasType {
+		var one string
+		if err := json.Unmarshal(typ, &one); err == nil {
+			types = []string{one}
+		} else if err := json.Unmarshal(typ, &types); err != nil {
+			return fmt.Errorf("%w: %s: \"type\" must be a string or a list of strings", ErrInvalid, at)
+		}
+		for _, t := range types {
+			if !slices.Contains(jsonTypes, t) {
+				return fmt.Errorf("%w: %s: unknown type %q (one of %s)", ErrInvalid, at, t, strings.Join(jsonTypes, ", "))
+			}
+		}
+	}
+	if d, ok := node["description"]; ok {
+		var s string
+		if json.Unmarshal(d, &s) != nil {
+			return fmt.Errorf("%w: %s: \"description\" must be a string", ErrInvalid, at)
+		}
+	}
+	if slices.Contains(types, "object") {
+		props, err := properties(node)
+		if err != nil {
+			return fmt.Errorf("%s: %w", at, err)
+		}
+		for name, raw := range props {
+			var child map[string]json.RawMessage
+			if err := json.Unmarshal(raw, &child); err != nil || child == nil {
+				return fmt.Errorf("%w: %s.%s must be a schema object", ErrInvalid, at, name)
+			}
+			if err := checkNode(child, at+"."+name, depth+1); err != nil {
+				return err
+			}
+		}
+		if rq, ok := node["required"]; ok {
+			var req []string
+			if err := json.Unmarshal(rq, &req); err != nil {
+				return fmt.Errorf("%w: %s: \"required\" must be a list of property names", ErrInvalid, at)
+			}
+			for _, r := range req {
+				if _, ok := props[r]; !ok {
+					return fmt.Errorf("%w: %s: required %q is not among the properties", ErrInvalid, at, r)
+				}
+			}
+		}
+	}
+	if slices.Contains(types, "array") {
+		raw, ok := node["items"]
+		if !ok {
+			return fmt.Errorf("%w: %s: an array needs \"items\"", ErrInvalid, at)
+		}
+		var child map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &child); err != nil || child == nil {
+			return fmt.Errorf("%w: %s.items must be a schema object", ErrInvalid, at)
+		}
+		if err := checkNode(child, at+"[]", depth+1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func typeOf(raw json.RawMessage) string {
+	var s string
+	_ = json.Unmarshal(raw, &s)
+	return s
+}
+
+// CheckDef checks a definition's description, code and language.
+func CheckDef(description, code, language string) error {
+	switch {
+	case strings.TrimSpace(description) == "":
+		return fmt.Errorf("%w: description is empty: say what the tool does and what it returns", ErrInvalid)
+	case len(description) > MaxDescription:
+		return fmt.Errorf("%w: description is %d bytes; at most %d", ErrInvalid, len(description), MaxDescription)
+	case strings.TrimSpace(code) == "":
+		return fmt.Errorf("%w: code is empty", ErrInvalid)
+	case len(code) > MaxCode:
+		return fmt.Errorf("%w: code is %d bytes; at most %d", ErrInvalid, len(code), MaxCode)
+	case !utf8.ValidString(code) || !utf8.ValidString(description):
+		return fmt.Errorf("%w: code and description must be UTF-8 text", ErrInvalid)
+	case strings.IndexByte(code, 0) >= 0:
+		return fmt.Errorf("%w: code contains a NUL byte", ErrInvalid)
+	case language != LangPython && language != LangShell:
+		return fmt.Errorf("%w: language %q: python or sh", ErrInvalid, language)
+	}
+	return nil
+}
+
+// Languages a tool may be written in.
+const (
+	LangPython = "python"
+	LangShell  = "sh"
+)
