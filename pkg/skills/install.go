@@ -127,7 +127,7 @@ func (s *Set) Install(r io.Reader) (Installation, error) {
 	}
 	p := parse(data, fallback)
 	switch {
-	case p.Name == "":
+	case p.Name == "" && strings.HasPrefix(p.Err, "invalid name"):
 		return Installation{}, invalid("SKILL.md gives no name and the archive has no top folder")
 	case p.Err != "":
 		return Installation{}, invalid("SKILL.md: " + p.Err)

@@ -132,8 +132,8 @@ type Set struct {
 	checked   time.Time // last signature check
 	evaluated time.Time // last requirements evaluation
 	sig       string
-	all       []Skill          // List: winners and errored duplicates, sorted
-	byName    map[string]int   // winner index into all
+	all       []Skill        // List: winners and errored duplicates, sorted
+	byName    map[string]int // winner index into all
 	disabled  map[string]bool
 }
 
