@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -49,5 +50,71 @@ func TestToolsCommands(t *testing.T) {
 		if code, _, _ := agentctl(t, append([]string{"-config", path}, args...)...); code != 2 {
 			t.Errorf("%v: exit %d, want 2", args, code)
 		}
+	}
+}
+
+type customBackend struct {
+	toolsBackend
+	actions []string
+}
+
+func (b *customBackend) Tools(ctx context.Context) (admin.ToolList, error) {
+	l, _ := b.toolsBackend.Tools(ctx)
+	l.Custom = []admin.CustomTool{
+		{Name: "word_count", State: "live", Creator: "wecom:boss", Live: 2, Latest: 3, Pending: 3, Language: "python", LastError: "word_count exited with status 1"},
+		{Name: "shout", State: "pending", Creator: "voice:alice", Pending: 1, Latest: 1, Language: "sh"},
+	}
+	l.Tools = append(l.Tools, admin.ToolInfo{Name: "word_count", Custom: true})
+	return l, nil
+}
+
+func (b *customBackend) CustomTool(_ context.Context, name string) (admin.CustomToolDetail, error) {
+	if name != "shout" {
+		return admin.CustomToolDetail{}, fmt.Errorf("%w: no custom tool %q", admin.ErrNotFound, name)
+	}
+	return admin.CustomToolDetail{CustomTool: admin.CustomTool{Name: "shout", State: "pending", Pending: 1, Language: "sh", Description: "Shout."},
+		Version: 1, Author: "voice:alice", Parameters: []byte(`{"type":"object"}`), Code: "echo \"$ARG_text!\"\n"}, nil
+}
+
+func (b *customBackend) CustomToolAction(_ context.Context, name, action string) (admin.CustomTool, error) {
+	b.actions = append(b.actions, action+" "+name)
+	if name == "word_count" && action == "approve" {
+		return admin.CustomTool{}, fmt.Errorf("%w: word_count has no version waiting for approval", admin.ErrConflict)
+	}
+	return admin.CustomTool{Name: name, State: "live", Live: 1}, nil
+}
+
+func TestCustomToolCommands(t *testing.T) {
+	b := &customBackend{}
+	path := serveAdmin(t, b)
+	code, out, errs := agentctl(t, "-config", path, "tools", "list")
+	if code != 0 || !strings.Contains(out, "CUSTOM TOOL") || !strings.Contains(out, "word_count   live      v2 (v3 pending)") ||
+		!strings.Contains(out, "wecom:boss") || !strings.Contains(out, "word_count exited with status 1") ||
+		!strings.Contains(out, "shout        pending") || !strings.Contains(out, "  word_count  (custom)\n") {
+		t.Fatalf("tools list: exit %d %q\n%s", code, errs, out)
+	}
+	code, out, _ = agentctl(t, "-config", path, "tools", "show", "shout")
+	if code != 0 || !strings.Contains(out, "shout v1 (pending) by voice:alice, sh — waiting for approval") || !strings.Contains(out, "--- code ---\necho \"$ARG_text!\"\n") {
+		t.Fatalf("tools show: exit %d\n%s", code, out)
+	}
+	if code, _, errs := agentctl(t, "-config", path, "tools", "show", "ghost"); code != 1 || !strings.Contains(errs, `no custom tool "ghost"`) {
+		t.Fatalf("show ghost: exit %d %q", code, errs)
+	}
+	if code, out, _ := agentctl(t, "-config", path, "tools", "approve", "shout"); code != 0 || out != "approved: shout v1 is live\n" {
+		t.Fatalf("approve: exit %d %q", code, out)
+	}
+	if code, _, errs := agentctl(t, "-config", path, "tools", "approve", "word_count"); code != 1 || !strings.Contains(errs, "no version waiting") {
+		t.Fatalf("approve live: exit %d %q", code, errs)
+	}
+	for _, a := range []string{"reject", "rollback", "remove"} {
+		if code, _, errs := agentctl(t, "-config", path, "tools", a, "shout"); code != 0 {
+			t.Fatalf("%s: exit %d %q", a, code, errs)
+		}
+	}
+	if want := []string{"approve shout", "approve word_count", "reject shout", "rollback shout", "remove shout"}; strings.Join(b.actions, ",") != strings.Join(want, ",") {
+		t.Fatalf("actions %v, want %v", b.actions, want)
+	}
+	if code, _, _ := agentctl(t, "-config", path, "tools", "approve"); code != 2 {
+		t.Fatalf("approve without a name: exit %d", code)
 	}
 }
