@@ -88,6 +88,7 @@ type Config struct {
 	Voice      Voice                `toml:"voice"`
 	Sandbox    Sandbox              `toml:"sandbox"`
 	Web        Web                  `toml:"web"`
+	Skills     Skills               `toml:"skills"`
 	MCPServers map[string]MCPServer `toml:"mcp_servers"`
 
 	loc *time.Location // agent.timezone, loaded during validation
@@ -207,6 +208,34 @@ type Sandbox struct {
 	// Python is what python3 names inside: a program name found in
 	// /usr/local/bin or /usr/bin, or an absolute path under /usr.
 	Python string `toml:"python"`
+}
+
+// Skills is the [skills] section: where skills come from besides the
+// workspace's skills/ folder (precedence bundled < installed <
+// workspace), the prompt index's budget and each skill's own settings.
+type Skills struct {
+	// BundledDir holds the skills shipped with the package (missing:
+	// none).
+	BundledDir string `toml:"bundled_dir"`
+	// InstalledDir is where `agentctl skills install` puts skills
+	// (default <state_dir>/skills).
+	InstalledDir string `toml:"installed_dir"`
+	// IndexBytes bounds the skills index in every system prompt.
+	IndexBytes int `toml:"index_bytes"`
+	// Entries are per-skill settings, by skill name.
+	Entries map[string]SkillEntry `toml:"entries"`
+}
+
+// SkillEntry is one skill's settings: what its exec runs get (never the
+// daemon's own secrets: only what is listed here) and who may use it.
+type SkillEntry struct {
+	// Env are variables its exec runs see (and its requirements count).
+	Env map[string]string `toml:"env" secret:"values"`
+	// Files are host files bound read-only into its exec runs: the path
+	// inside -> the host file.
+	Files map[string]string `toml:"files"`
+	// Users may use the skill ("wecom:alice"); empty: everyone.
+	Users []string `toml:"users"`
 }
 
 // Sandbox network settings.
@@ -341,6 +370,12 @@ func DefaultBaseURL(provider string) (string, bool) {
 	return u, ok
 }
 
+// DefaultBundledSkills is where the package puts its skills.
+const DefaultBundledSkills = "/usr/share/agent/skills"
+
+// defaultSkillsIndexBytes bounds the skills index in the prompt.
+const defaultSkillsIndexBytes = 4096
+
 // Default values. Paths are relative to the config file's directory.
 const (
 	defaultName              = "agent"
@@ -456,6 +491,10 @@ func Default() *Config {
 			MaxFileMB:    defaultSandboxFileMB,
 			MaxRuns:      defaultSandboxRuns,
 			Python:       defaultSandboxPython,
+		},
+		Skills: Skills{
+			BundledDir: DefaultBundledSkills,
+			IndexBytes: defaultSkillsIndexBytes,
 		},
 		Web: Web{
 			Engines:            slices.Clone(webEngines),

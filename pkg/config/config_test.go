@@ -76,6 +76,7 @@ func TestEmptyFileIsDefault(t *testing.T) {
 	want.Embedding.ModelDir = filepath.Join(dir, "models", "bge-small-en-v1.5")
 	want.ASR.Model = filepath.Join(dir, "models", "ggml-base.bin")
 	want.Voice.VADModel = filepath.Join(dir, "models", "silero_vad_v5.onnx")
+	want.Skills.InstalledDir = filepath.Join(dir, "var", "skills")
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("Parse(\"\") =\n%+v\nwant\n%+v", cfg, want)
 	}

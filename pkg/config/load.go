@@ -361,4 +361,17 @@ func (p *parser) resolvePaths(c *Config) {
 	c.Embedding.OnnxruntimeLib = abs(c.Embedding.OnnxruntimeLib)
 	c.ASR.Model = abs(c.ASR.Model)
 	c.Voice.VADModel = abs(c.Voice.VADModel)
+	c.Skills.BundledDir = abs(c.Skills.BundledDir)
+	c.Skills.InstalledDir = abs(c.Skills.InstalledDir)
+	if c.Skills.InstalledDir == "" && state != "" {
+		c.Skills.InstalledDir = filepath.Join(state, "skills")
+	}
+	for name, e := range c.Skills.Entries {
+		files := make(map[string]string, len(e.Files))
+		for in, host := range e.Files {
+			files[in] = abs(host)
+		}
+		e.Files = files
+		c.Skills.Entries[name] = e
+	}
 }

@@ -37,5 +37,8 @@ func RestartKeys(a, b *Config) []string {
 	if a.Sandbox != b.Sandbox {
 		keys = append(keys, "sandbox")
 	}
+	if a.Skills.BundledDir != b.Skills.BundledDir || a.Skills.InstalledDir != b.Skills.InstalledDir {
+		keys = append(keys, "skills.bundled_dir/installed_dir")
+	}
 	return keys
 }

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"net/url"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -55,6 +56,7 @@ func (p *parser) validate(c *Config) {
 	p.validateVoice(c)
 	p.validateSandbox(c)
 	p.validateWeb(c)
+	p.validateSkills(c)
 	p.validateMCP(c)
 }
 
@@ -437,6 +439,55 @@ func (p *parser) validateVoice(c *Config) {
 		p.warn([]string{"voice", "token"}, "", "is shorter than %d characters; use a long random one (e.g. openssl rand -hex 24)", shortToken)
 	}
 }
+
+// skillNameRE is what a skill may be called (pkg/skills).
+var skillNameRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,63}$`)
+
+// skillFileForbidden are the places inside a sandbox a skill's file may
+// not be bound to: the system, the run's own folders.
+var skillFileForbidden = []string{"/", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc", "/proc", "/dev", "/tmp", "/work", "/shared", "/skills", "/opt/agent"}
+
+func (p *parser) validateSkills(c *Config) {
+	s := &c.Skills
+	p.check("skills.index_bytes", s.IndexBytes >= 256 && s.IndexBytes <= 65536, "must be between 256 and 65536, not %d", s.IndexBytes)
+	for _, name := range slices.Sorted(maps.Keys(s.Entries)) {
+		e := s.Entries[name]
+		path := []string{"skills", "entries", name}
+		if !skillNameRE.MatchString(name) {
+			p.problem(path, "", "invalid skill name (want letters, digits, '_', '.' and '-')")
+			continue
+		}
+		for _, k := range sortedKeys(e.Env) {
+			if !envNameRE.MatchString(k) {
+				p.problem(sub(path, "env"), "", "invalid variable name %q (want letters, digits and '_')", k)
+			}
+		}
+		for _, in := range sortedKeys(e.Files) {
+			clean := filepath.Clean(in)
+			bad := !filepath.IsAbs(in)
+			for _, f := range skillFileForbidden {
+				if clean == f || (f != "/" && strings.HasPrefix(clean, f+"/")) {
+					bad = true
+				}
+			}
+			if bad {
+				p.problem(sub(path, "files"), "", "%q: the path inside must be absolute and outside the system directories, /tmp, /work, /shared and /skills (e.g. /secrets/%s.key)", in, name)
+			}
+			if e.Files[in] == "" {
+				p.problem(sub(path, "files"), "", "%q: give the host file", in)
+			}
+		}
+		for _, u := range e.Users {
+			ch, id, ok := strings.Cut(u, ":")
+			if !ok || ch == "" || id == "" {
+				p.problem(sub(path, "users"), "", "%q: give users as channel:id (wecom:alice)", u)
+			}
+		}
+	}
+}
+
+// envNameRE is what a variable given to a sandboxed run may be called.
+var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
 
 func (p *parser) validateMCP(c *Config) {
 	for _, name := range slices.Sorted(maps.Keys(c.MCPServers)) {
