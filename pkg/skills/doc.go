@@ -14,7 +14,7 @@
 //     never expanded beyond the few known scalar fields;
 //   - nothing is followed out of a skill folder: every read goes through an
 //     os.Root opened on the skills directory and then on the skill folder,
-//     symlinked skill folders are skipped, SKILL.md must be a regular file
+//     a symlinked skill folder is listed as unusable, never read, SKILL.md must be a regular file
 //     (opened non-blocking, so a FIFO cannot hang the daemon), and file
 //     listings skip symlinks and anything that is not a regular file;
 //   - a skill that cannot be used (bad name, bad front matter, unmet

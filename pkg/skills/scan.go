@@ -22,6 +22,7 @@ type found struct {
 	src    Source
 	dir    string // the skills directory
 	folder string // the skill folder's name in it
+	link   bool   // the folder is a symlink
 }
 
 // refresh rescans when the signature changed (looked at no more than once
@@ -58,13 +59,21 @@ func (s *Set) survey() ([]found, string) {
 		if dir == "" {
 			continue
 		}
-		names, err := folders(dir)
+		entries, err := folders(dir)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			fmt.Fprintf(&sig, "%s\x00error %v\n", src, err)
 		}
 		n := 0
-		for _, name := range names {
-			st, err := os.Lstat(filepath.Join(dir, name, "SKILL.md"))
+		for _, e := range entries {
+			skillMD := filepath.Join(dir, e.name, "SKILL.md")
+			st, err := os.Lstat(skillMD)
+			if e.link {
+				// Listed as unusable, so the operator sees why; only
+				// looked at, never read.
+				if _, err = os.Stat(skillMD); err == nil {
+					st, err = os.Lstat(filepath.Join(dir, e.name))
+				}
+			}
 			if err != nil {
 				continue
 			}
@@ -72,8 +81,8 @@ func (s *Set) survey() ([]found, string) {
 				s.log.Warn("too many skills, the rest ignored", "dir", dir, "limit", maxSkillsPerDir)
 				break
 			}
-			list = append(list, found{src, dir, name})
-			fmt.Fprintf(&sig, "%s\x00%s\x00%d\x00%d\x00%v\n", src, name, st.ModTime().UnixNano(), st.Size(), st.Mode())
+			list = append(list, found{src, dir, e.name, e.link})
+			fmt.Fprintf(&sig, "%s\x00%s\x00%d\x00%d\x00%v\n", src, e.name, st.ModTime().UnixNano(), st.Size(), st.Mode())
 		}
 	}
 	if s.cfg.StateFile != "" {
@@ -84,34 +93,41 @@ func (s *Set) survey() ([]found, string) {
 	return list, sig.String()
 }
 
-// folders returns the sorted names of the real (not symlinked), not
-// dot-named directories in dir, looking at no more than maxDirEntries.
-func folders(dir string) ([]string, error) {
+// entry is a folder of a skills directory.
+type entry struct {
+	name string
+	link bool // a symlink (to a folder, one hopes): never followed
+}
+
+// folders returns the directories and symlinks in dir that are not
+// dot-named, sorted, looking at no more than maxDirEntries entries.
+func folders(dir string) ([]entry, error) {
 	f, err := os.Open(dir)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	var names []string
+	var out []entry
 	seen := 0
 	for seen < maxDirEntries {
 		batch, err := f.ReadDir(256)
 		seen += len(batch)
 		for _, e := range batch {
-			if e.Type().IsDir() && !strings.HasPrefix(e.Name(), ".") {
-				names = append(names, e.Name())
+			t := e.Type()
+			if (t.IsDir() || t&fs.ModeSymlink != 0) && !strings.HasPrefix(e.Name(), ".") {
+				out = append(out, entry{e.Name(), t&fs.ModeSymlink != 0})
 			}
 		}
-		if err == io.EOF {
-			break
-		}
 		if err != nil {
-			slices.Sort(names)
-			return names, err
+			if err == io.EOF {
+				err = nil
+			}
+			slices.SortFunc(out, func(a, b entry) int { return strings.Compare(a.name, b.name) })
+			return out, err
 		}
 	}
-	slices.Sort(names)
-	return names, nil
+	slices.SortFunc(out, func(a, b entry) int { return strings.Compare(a.name, b.name) })
+	return out, nil
 }
 
 // scan reads every listed skill, settles duplicates and precedence, and
@@ -192,6 +208,10 @@ func (s *Set) load(f found) Skill {
 		dir = abs
 	}
 	sk := Skill{Name: safeText(f.folder, 80), Source: f.src, Dir: dir}
+	if f.link {
+		sk.Err = "skill folder is a symlink (not followed; copy the folder instead)"
+		return sk
+	}
 	root, err := openSkillRoot(f.dir, f.folder)
 	if err != nil {
 		sk.Err = clip.String("skill folder unreadable: "+err.Error(), maxErr)

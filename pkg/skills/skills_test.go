@@ -93,7 +93,7 @@ func TestPrecedence(t *testing.T) {
 
 	s := f.set()
 	list := s.List()
-	if got, want := names(list), []string{"a", "b", "c", "d", "d"}; !reflect.DeepEqual(got, want) {
+	if got, want := names(list), []string{"a", "b", "c", "d", "d", "outside"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("List names = %v, want %v", got, want)
 	}
 	for _, tc := range []struct {
@@ -121,8 +121,11 @@ func TestPrecedence(t *testing.T) {
 	if list[4].Err == "" || !strings.Contains(list[4].Err, "duplicate") || filepath.Base(list[4].Dir) != "zz-copy" {
 		t.Errorf("duplicate entry = %+v, want an Err about the duplicate in zz-copy", list[4])
 	}
-	if _, ok := s.Get("outside"); ok {
-		t.Error("a symlinked skill folder was followed")
+	if sk, _ := s.Get("outside"); sk.Offered() || !strings.Contains(sk.Err, "symlink") || sk.Description != "" {
+		t.Errorf("a symlinked skill folder was followed: %+v", sk)
+	}
+	if _, _, err := s.Read("outside"); err == nil {
+		t.Error("Read followed a symlinked skill folder")
 	}
 	if _, ok := s.Get("hidden"); ok {
 		t.Error("a dot-folder was taken for a skill")
