@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -107,6 +108,16 @@ func (s *Sandbox) args(spec Spec, lim Limits, run, tmp string) ([]string, error)
 		} else {
 			a = append(a, "--ro-bind", b.Src, dst)
 		}
+	}
+	for i, f := range spec.Files {
+		dst := filepath.Clean(f.Dst)
+		if !filepath.IsAbs(f.Dst) || reserved(dst) {
+			return nil, fmt.Errorf("sandbox: file %q: the destination must be an absolute path outside the system directories and /work", f.Dst)
+		}
+		if len(f.Data) > MaxDataFile {
+			return nil, fmt.Errorf("sandbox: file %q: %d bytes; at most %d", f.Dst, len(f.Data), MaxDataFile)
+		}
+		a = append(a, "--ro-bind-data", strconv.Itoa(4+i), dst) // fd 3 is the start byte's
 	}
 	a = append(a,
 		"--symlink", s.python, binDir+"/python3",

@@ -140,7 +140,20 @@ type Spec struct {
 	MaxWrite int64
 	// Env adds variables (KEY=value) to the clean environment.
 	Env []string
+	// Files are read-only files made inside from bytes (a skill's
+	// credentials): the host file need not be readable by the sandbox's
+	// account, and nothing is written to disk.
+	Files []DataFile
 }
+
+// DataFile is a file inside a run with the given content, read-only.
+type DataFile struct {
+	Dst  string
+	Data []byte
+}
+
+// MaxDataFile bounds one DataFile.
+const MaxDataFile = 1 << 20
 
 // Limit names what ended a run early.
 type Limit string
@@ -395,6 +408,20 @@ func (s *Sandbox) start(ctx context.Context, args []string, spec Spec, lim Limit
 	}
 	defer startR.Close()
 	cmd.ExtraFiles = []*os.File{startW}
+	// Each DataFile's bytes come through a pipe bwrap reads (fd 4, 5...,
+	// in the order args numbered them).
+	for _, f := range spec.Files {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return nil, fmt.Errorf("sandbox: %w", err)
+		}
+		defer r.Close()
+		cmd.ExtraFiles = append(cmd.ExtraFiles, r)
+		go func(data []byte) {
+			_, _ = w.Write(data) // fails only when bwrap died first
+			w.Close()
+		}(f.Data)
+	}
 	// What the folders hold before the command starts: its writes are
 	// what grows past this.
 	base := map[string]int64{}
