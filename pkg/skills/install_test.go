@@ -25,7 +25,6 @@ type ent struct {
 	typ  byte  // 0: regular file
 	mode int64 // 0: 0644 (0755 for directories)
 	link string
-	size int64 // header size when not len(body) (a lying header)
 }
 
 func dir(name string) ent { return ent{name: name, typ: tar.TypeDir} }

@@ -249,11 +249,11 @@ func index(skills []Skill, budget int) string {
 	}
 	line := func(sk Skill, desc int) string {
 		d := sk.Description
-		if desc >= 0 && len(d) > desc {
-			d = clip.Bytes(d, desc-3) + "..."
-		}
 		if desc == 0 || d == "" {
 			return "- " + sk.Name + "\n"
+		}
+		if desc > 0 && len(d) > desc {
+			d = clip.Bytes(d, desc-3) + "..."
 		}
 		return "- " + sk.Name + ": " + d + "\n"
 	}
