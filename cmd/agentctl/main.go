@@ -44,7 +44,12 @@ commands:
   sessions      list conversations
   memory list [--scope S] [--history] | search [--scope S] QUERY | forget ID
                 long-term memory: list, search (hybrid), forget a fact with its history
-  tools list|reload  MCP servers and their tools; reload re-reads [mcp_servers]
+  tools list|reload  MCP servers, custom tools and every tool; reload re-reads [mcp_servers]
+  tools show|approve|reject|rollback|remove NAME
+                a custom tool (create_tool): read its code, approve or reject its pending version,
+                go back to the previous version, delete it
+  skills list | install PATH_OR_TARBALL | enable NAME | disable NAME
+                Agent Skills: where each comes from and whether it is offered; install shows SHA-256 sums
   pair list | approve CODE | revoke USER
                 DM pairing: strangers waiting with a code, approved users
   jobs list | add --owner USER (--cron SPEC | --at TIME) [--prompt] TEXT | rm ID
@@ -113,6 +118,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env confi
 		return runMemory(ctx, path, rest, *asJSON, stdout, stderr, env)
 	case "tools":
 		return runTools(ctx, path, rest, *asJSON, stdout, stderr, env)
+	case "skills":
+		return runSkills(ctx, path, rest, *asJSON, stdout, stderr, env)
 	case "pair":
 		return runPair(ctx, path, rest, *asJSON, stdout, stderr, env)
 	case "jobs":

@@ -151,6 +151,7 @@ func Handler(b Backend) http.Handler {
 	registerMemory(mux, b)
 	registerTools(mux, b)
 	registerCustomTools(mux, b)
+	registerSkills(mux, b)
 	registerPairing(mux, b)
 	registerJobs(mux, b)
 	registerConsole(mux, b)
@@ -331,21 +332,30 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	if err != nil {
 		return err
 	}
+	if err := c.send(req, out); err != nil {
+		return fmt.Errorf("admin: %s %s: %w", method, path, err)
+	}
+	return nil
+}
+
+// send makes req and decodes a 200 answer into out (nil: ignored); any
+// other status is an error carrying the daemon's message.
+func (c *Client) send(req *http.Request, out any) error {
 	resp, err := c.http.Do(req)
 	if err != nil {
 		var op *net.OpError
 		if errors.As(err, &op) && op.Op == "dial" {
 			if errors.Is(err, os.ErrPermission) {
-				return fmt.Errorf("admin: %w: %v (run as root or as the service user)", ErrPermission, err)
+				return fmt.Errorf("%w: %v (run as root or as the service user)", ErrPermission, err)
 			}
-			return fmt.Errorf("admin: %w: %v", ErrNotRunning, err)
+			return fmt.Errorf("%w: %v", ErrNotRunning, err)
 		}
-		return fmt.Errorf("admin: %s %s: %w", method, path, err)
+		return err
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return fmt.Errorf("admin: read %s: %w", path, err)
+		return fmt.Errorf("read the answer: %w", err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		var e struct{ Error string }
@@ -353,11 +363,11 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 		if e.Error == "" {
 			e.Error = resp.Status
 		}
-		return fmt.Errorf("admin: %s %s: %s", method, path, e.Error)
+		return errors.New(e.Error)
 	}
 	if out != nil {
 		if err := json.Unmarshal(data, out); err != nil {
-			return fmt.Errorf("admin: decode %s: %w", path, err)
+			return fmt.Errorf("decode the answer: %w", err)
 		}
 	}
 	return nil

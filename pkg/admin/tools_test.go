@@ -48,7 +48,8 @@ func TestToolsEndpoints(t *testing.T) {
 	b := &toolsBackend{list: ToolList{
 		Servers: []ToolServer{{Name: "everything", Transport: "stdio", State: "ready", Tools: 1},
 			{Name: "web", Transport: "http", State: "failed", LastError: "connection refused", Restarts: 3}},
-		Tools: []ToolInfo{{Name: "everything__echo", Server: "everything"}, {Name: "read_file"}},
+		Tools:  []ToolInfo{{Name: "everything__echo", Server: "everything"}, {Name: "read_file"}},
+		Custom: []CustomTool{},
 	}}
 	c := serve(t, b)
 	ctx := context.Background()
@@ -69,7 +70,7 @@ func TestToolsEndpoints(t *testing.T) {
 func TestToolsEmptyLists(t *testing.T) {
 	rec := httptest.NewRecorder()
 	Handler(&toolsBackend{}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/tools", nil))
-	if rec.Code != http.StatusOK || strings.TrimSpace(rec.Body.String()) != `{"servers":[],"tools":[]}` {
+	if rec.Code != http.StatusOK || strings.TrimSpace(rec.Body.String()) != `{"servers":[],"tools":[],"custom":[]}` {
 		t.Fatalf("GET /v1/tools = %d %s", rec.Code, rec.Body)
 	}
 }

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -23,21 +21,15 @@ import (
 var promptFiles = []string{"SOUL.md", "AGENT.md", "USER.md"}
 
 const (
-	// maxPromptFile bounds each prompt file and each SKILL.md read.
+	// maxPromptFile bounds each prompt file.
 	maxPromptFile = 64 << 10
-	// maxSkillDesc bounds one skill's description in the index.
-	maxSkillDesc = 300
-	// maxSkills bounds the skills index.
-	maxSkills = 200
 	// checkEvery is how often System stats the files for changes.
 	checkEvery = time.Second
-	// skillsName is how the skills index is named in Reload's change list.
-	skillsName = "skills"
 )
 
 // Prompt builds the system message from the workspace's SOUL.md, AGENT.md and
-// USER.md, an index of workspace/skills/*/SKILL.md, a memory block and the
-// current time. Files are re-read on Reload (SIGHUP) and, cheaply, when System
+// USER.md, the skills index (SetSkills), a memory block and the current
+// time. Files are re-read on Reload (SIGHUP) and, cheaply, when System
 // notices a changed mtime or size (stat at most once a second). Missing files
 // are fine (logged once); a file over 64 KiB is truncated with a notice.
 // Prompt is safe for concurrent use.
@@ -47,9 +39,8 @@ type Prompt struct {
 
 	mu        sync.Mutex
 	files     map[string]*promptFile
-	skills    []skill
-	skillsSig string
-	static    string // SOUL + AGENT + USER + skills index
+	skills    func() string // the skills index; nil: none
+	static    string        // SOUL + AGENT + USER
 	built     bool
 	lastCheck time.Time // the now of the last stat pass
 }
@@ -60,10 +51,6 @@ type promptFile struct {
 	size    int64
 	content string
 	warned  bool // missing or unreadable, logged
-}
-
-type skill struct {
-	Name, Desc, Path string
 }
 
 // NewPrompt loads the prompt files of workspace. logger nil discards.
@@ -81,8 +68,16 @@ func NewPrompt(workspace string, logger *slog.Logger) *Prompt {
 	return p
 }
 
-// Reload re-reads every file and the skills index and returns the names of
-// those whose content changed ("skills" for the index), logging them.
+// SetSkills sets where the skills index comes from (pkg/skills: it follows
+// changes itself). Call it before the first System.
+func (p *Prompt) SetSkills(index func() string) {
+	p.mu.Lock()
+	p.skills = index
+	p.mu.Unlock()
+}
+
+// Reload re-reads every file and returns the names of those whose content
+// changed, logging them.
 // The error joins the files that could not be read (other than missing ones).
 func (p *Prompt) Reload() (changed []string, err error) {
 	p.mu.Lock()
@@ -108,15 +103,22 @@ func (p *Prompt) System(now time.Time, loc *time.Location, memoryBlock string) s
 			p.logger.Info("prompt files changed", "changed", changed)
 		}
 	}
-	static := p.static
+	static, skills := p.static, p.skills
 	p.mu.Unlock()
+	var index string
+	if skills != nil {
+		if index = strings.TrimSpace(skills()); index != "" {
+			index += "\n\n"
+		}
+	}
 
 	if loc == nil {
 		loc = time.UTC
 	}
 	var b strings.Builder
-	b.Grow(len(static) + len(memoryBlock) + 128)
+	b.Grow(len(static) + len(index) + len(memoryBlock) + 128)
 	b.WriteString(static)
+	b.WriteString(index)
 	if m := strings.TrimSpace(memoryBlock); m != "" {
 		b.WriteString("## Relevant memory\n\n")
 		b.WriteString(m)
@@ -140,9 +142,6 @@ func (p *Prompt) refresh(force bool) (changed []string, err error) {
 		if e != nil {
 			errs = append(errs, e)
 		}
-	}
-	if p.loadSkills(force) {
-		changed = append(changed, skillsName)
 	}
 	if len(changed) > 0 || !p.built {
 		p.rebuild()
@@ -192,95 +191,6 @@ func (p *Prompt) loadFile(name string, f *promptFile, force bool) (bool, error) 
 	return old != content, nil
 }
 
-// loadSkills rescans skills/*/SKILL.md when their stats changed (or force)
-// and reports whether the index changed.
-func (p *Prompt) loadSkills(force bool) bool {
-	paths, _ := filepath.Glob(filepath.Join(p.dir, "skills", "*", "SKILL.md"))
-	sort.Strings(paths)
-	if len(paths) > maxSkills {
-		paths = paths[:maxSkills]
-	}
-	var sig strings.Builder
-	for _, path := range paths {
-		if st, err := os.Stat(path); err == nil {
-			fmt.Fprintf(&sig, "%s\x00%d\x00%d\n", path, st.ModTime().UnixNano(), st.Size())
-		}
-	}
-	if !force && sig.String() == p.skillsSig {
-		return false
-	}
-	p.skillsSig = sig.String()
-	var skills []skill
-	for _, path := range paths {
-		content, err := readBounded(path, maxPromptFile)
-		if err != nil {
-			p.logger.Warn("skill unreadable", "file", path, "err", err)
-			continue
-		}
-		rel, _ := filepath.Rel(p.dir, path)
-		s := parseSkill(content, filepath.Base(filepath.Dir(path)))
-		s.Path = filepath.ToSlash(rel)
-		skills = append(skills, s)
-	}
-	same := len(skills) == len(p.skills)
-	for i := 0; same && i < len(skills); i++ {
-		same = skills[i] == p.skills[i]
-	}
-	p.skills = skills
-	return !same
-}
-
-// parseSkill takes the first heading as the name (dir when none) and the
-// first line of the first paragraph as the description. YAML front matter
-// with name: and description: is honoured.
-func parseSkill(content, dir string) skill {
-	s := skill{Name: dir}
-	sc := bufio.NewScanner(strings.NewReader(content))
-	sc.Buffer(make([]byte, 0, 4096), maxPromptFile+1)
-	first, inFront, gotHeading := true, false, false
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if first && line == "---" {
-			first, inFront = false, true
-			continue
-		}
-		first = false
-		if inFront {
-			if line == "---" {
-				inFront = false
-				continue
-			}
-			if v, ok := strings.CutPrefix(line, "name:"); ok && strings.TrimSpace(v) != "" {
-				s.Name, gotHeading = strings.Trim(strings.TrimSpace(v), `"'`), true
-			}
-			if v, ok := strings.CutPrefix(line, "description:"); ok && strings.TrimSpace(v) != "" {
-				s.Desc = strings.Trim(strings.TrimSpace(v), `"'`)
-			}
-			continue
-		}
-		if line == "" {
-			continue
-		}
-		if strings.HasPrefix(line, "#") {
-			if !gotHeading {
-				s.Name, gotHeading = strings.TrimSpace(strings.TrimLeft(line, "#")), true
-			}
-			continue
-		}
-		if s.Desc == "" {
-			s.Desc = line
-		}
-		break
-	}
-	if s.Name == "" {
-		s.Name = dir
-	}
-	if len(s.Desc) > maxSkillDesc {
-		s.Desc = clip.Bytes(s.Desc, maxSkillDesc) + "..."
-	}
-	return s
-}
-
 // rebuild assembles the static part of the system message. p.mu is held.
 func (p *Prompt) rebuild() {
 	var b strings.Builder
@@ -289,18 +199,6 @@ func (p *Prompt) rebuild() {
 			b.WriteString(c)
 			b.WriteString("\n\n")
 		}
-	}
-	if len(p.skills) > 0 {
-		b.WriteString("## Skills\n\nRead a skill's SKILL.md with read_file before using it.\n\n")
-		for _, s := range p.skills {
-			fmt.Fprintf(&b, "- %s (%s)", s.Name, s.Path)
-			if s.Desc != "" {
-				b.WriteString(": ")
-				b.WriteString(s.Desc)
-			}
-			b.WriteString("\n")
-		}
-		b.WriteString("\n")
 	}
 	p.static = b.String()
 	p.built = true

@@ -29,17 +29,14 @@ func TestPromptSystem(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	write(t, filepath.Join(dir, "SOUL.md"), "I am the office assistant.", t0)
 	write(t, filepath.Join(dir, "USER.md"), "The user likes tea.", t0)
-	write(t, filepath.Join(dir, "skills", "weather", "SKILL.md"), "---\nfoo: bar\n---\n# Weather\n\nLooks up the forecast.\nMore text.\n", t0)
-	write(t, filepath.Join(dir, "skills", "notes", "SKILL.md"), "# Notes\nKeeps notes.\n", t0)
 	p := NewPrompt(dir, nil)
+	p.SetSkills(func() string { return "## Skills\n\n- notes: Keeps notes.\n" })
 	loc := nativetest.Location(t, "Asia/Shanghai")
 	now := time.Date(2026, 3, 2, 1, 30, 0, 0, time.UTC)
 	got := p.System(now, loc, "alice prefers mornings")
 	for _, want := range []string{
 		"I am the office assistant.\n\nThe user likes tea.",
-		"## Skills",
-		"- Notes (skills/notes/SKILL.md): Keeps notes.",
-		"- Weather (skills/weather/SKILL.md): Looks up the forecast.",
+		"The user likes tea.\n\n## Skills\n\n- notes: Keeps notes.\n\n## Relevant memory",
 		"## Relevant memory\n\nalice prefers mornings",
 		"2026-03-02 09:30:00 Monday (Asia/Shanghai, UTC+08:00)",
 	} {
@@ -77,16 +74,15 @@ func TestPromptChangeDetectionAndReload(t *testing.T) {
 		t.Errorf("Reload with nothing new = %v, %v", changed, err)
 	}
 	write(t, filepath.Join(dir, "USER.md"), "new user file", t0)
-	write(t, filepath.Join(dir, "skills", "x", "SKILL.md"), "# X\ndoes x\n", t0)
 	if err := os.Remove(agentMD); err != nil {
 		t.Fatal(err)
 	}
 	changed, err = p.Reload()
-	if err != nil || !slices.Equal(changed, []string{"AGENT.md", "USER.md", "skills"}) {
+	if err != nil || !slices.Equal(changed, []string{"AGENT.md", "USER.md"}) {
 		t.Errorf("Reload = %v, %v", changed, err)
 	}
 	s := p.System(now.Add(3*time.Second), nil, "")
-	if strings.Contains(s, "rules") || !strings.Contains(s, "new user file") || !strings.Contains(s, "- X (skills/x/SKILL.md): does x") {
+	if strings.Contains(s, "rules") || !strings.Contains(s, "new user file") {
 		t.Errorf("after reload: %s", s)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"agent/pkg/agent"
@@ -35,6 +36,7 @@ import (
 	"agent/pkg/recipient"
 	"agent/pkg/runner"
 	"agent/pkg/session"
+	"agent/pkg/skills"
 	"agent/pkg/store"
 	"agent/pkg/tools"
 	"agent/pkg/workspace"
@@ -93,8 +95,9 @@ type Assistant struct {
 	checks   *selfCheckPart
 	sandbox  *sandboxPart
 	custom   *customtool.Manager
-	webMu    sync.Mutex // serialises reloads of the web tools
-	webCfg   config.Web // the [web] the web tools were built from (webMu)
+	skills   *atomic.Pointer[skills.Set] // rebuilt on reload ([skills.entries] env counts)
+	webMu    sync.Mutex                  // serialises reloads of the web tools
+	webCfg   config.Web                  // the [web] the web tools were built from (webMu)
 }
 
 // maxConcurrentTurns sizes the runner for the 2 GB budget: at most this
@@ -191,6 +194,12 @@ func New(cfg *config.Config, d Deps) (_ *Assistant, err error) {
 		return nil, fmt.Errorf("llm: %w", err)
 	}
 	a.prompt = agent.NewPrompt(cfg.Agent.Workspace, d.Logger.With("component", "prompt"))
+	a.skills = new(atomic.Pointer[skills.Set])
+	a.skills.Store(a.newSkills(cfg))
+	a.prompt.SetSkills(func() string { return a.Skills().Index() })
+	if err := a.Register(a.getSkillTool()); err != nil {
+		return nil, err
+	}
 	a.compress = memory.NewCompressor(memory.CompressorConfig{
 		SessionMax: cfg.Memory.SessionMaxMessages,
 		Overlap:    cfg.Memory.CompressionOverlap,
@@ -294,6 +303,7 @@ func (a *Assistant) Reload(ctx context.Context, next *config.Config) {
 	if len(changed) > 0 {
 		a.logger.Info("workspace prompt files reloaded", "changed", changed)
 	}
+	a.skills.Store(a.newSkills(next))           // requirements against the new [skills.entries]
 	a.mcp.apply(ctx, next.MCPServers, a.logger) // live: the manager restarts only what changed
 	a.reloadWeb()
 	a.enforceJobRecipients(ctx)

@@ -67,7 +67,7 @@ func (a *Assistant) sandboxTools(cfg *config.Config) []tools.Tool {
 	ts := []tools.Tool{
 		shell.Tool(shell.Config{
 			Runner: sb, Spaces: a.spaces, Timeout: cfg.Sandbox.Timeout.Duration,
-			Network: sb.NetworkAllowed(), Python: sb.Python(),
+			Network: sb.NetworkAllowed(), Python: sb.Python(), Skill: a.skillMount,
 			Logger: a.logger.With("component", "exec"),
 		}),
 	}

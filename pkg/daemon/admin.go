@@ -23,6 +23,7 @@ var (
 	_ admin.JobsBackend        = adminBackend{}
 	_ admin.ToolsBackend       = adminBackend{}
 	_ admin.CustomToolsBackend = adminBackend{}
+	_ admin.SkillsBackend      = adminBackend{}
 )
 
 // Reload is the daemon's: the whole configuration file.

@@ -83,8 +83,10 @@ func Checks(e Env) []Check {
 		Check{"wecom", e.checkWeCom},
 		Check{"http_access", e.checkAccess}, // access.go
 		Check{"mcp", e.checkMCP},
-		Check{"web", e.checkWeb},         // web.go
-		Check{"sandbox", e.checkSandbox}, // sandbox.go
+		Check{"web", e.checkWeb},                  // web.go
+		Check{"sandbox", e.checkSandbox},          // sandbox.go
+		Check{"skills", e.checkSkills},            // skills.go
+		Check{"custom_tools", e.checkCustomTools}, // skills.go
 		Check{"daemon", e.checkDaemon},
 		Check{"self_check", e.checkSelfCheck}, // selfcheck.go
 		Check{"disk", e.checkDisk},

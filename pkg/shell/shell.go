@@ -45,7 +45,18 @@ type Config struct {
 	Network bool
 	// Python names the interpreter in the description.
 	Python string
+	// Skill mounts a skill's folder (and its credentials) for a run that
+	// names one; nil: the skill argument is refused.
+	Skill  func(call tools.Call, name string) (Mount, error)
 	Logger *slog.Logger
+}
+
+// Mount is what a skill adds to a run: its folder read-only at
+// /skills/NAME, the files and variables configured for it.
+type Mount struct {
+	Binds []sandbox.Bind
+	Files []sandbox.DataFile
+	Env   []string
 }
 
 // Bounds of the arguments.
@@ -63,6 +74,7 @@ type Args struct {
 	Command  string `json:"command" desc:"shell command(s), run with /bin/sh -c in your folder"`
 	Stdin    string `json:"stdin,omitempty" desc:"text given to the command on standard input"`
 	TimeoutS int    `json:"timeout_s,omitempty" desc:"wall-time limit in seconds (default and maximum: the configured sandbox timeout)"`
+	Skill    string `json:"skill,omitempty" desc:"run a skill's scripts: its folder is mounted read-only at /skills/NAME with the credentials configured for it"`
 }
 
 // NetArgs are Args with the network switch.
@@ -141,6 +153,17 @@ func (cfg Config) run(ctx context.Context, call tools.Call) (string, error) {
 	}
 	before := snapshot(v.Work)
 	spec := v.Spec("/bin/sh", "-c", a.Command)
+	if a.Skill != "" {
+		if cfg.Skill == nil {
+			return "", fmt.Errorf("%w: skill: there are no skills on this box", tools.ErrBadArgs)
+		}
+		m, err := cfg.Skill(call, a.Skill)
+		if err != nil {
+			return "", err
+		}
+		spec.Binds = append(spec.Binds, m.Binds...)
+		spec.Files, spec.Env = m.Files, m.Env
+	}
 	spec.Stdin = []byte(a.Stdin)
 	spec.Network = a.Network && cfg.Network
 	spec.Limits.Timeout = timeout
@@ -154,7 +177,7 @@ func (cfg Config) run(ctx context.Context, call tools.Call) (string, error) {
 	}
 	after := snapshot(v.Work)
 	cfg.Logger.Info("exec", "scope", v.Scope, "exit", res.Exit, "limit", string(res.Limit), "took", res.Elapsed.Round(time.Millisecond),
-		"stdout_bytes", int64(len(res.Stdout))+res.StdoutDropped, "stderr_bytes", int64(len(res.Stderr))+res.StderrDropped, "network", res.Network)
+		"stdout_bytes", int64(len(res.Stdout))+res.StdoutDropped, "stderr_bytes", int64(len(res.Stderr))+res.StderrDropped, "network", res.Network, "skill", a.Skill)
 	return Format(res, diff(before, after), notes), nil
 }
 
