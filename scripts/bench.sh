@@ -45,6 +45,9 @@ echo "bench: sandbox, documents, exec" >&2
 "$go" test -tags "$tags" -run '^$' -bench 'ExecConcurrent4' -benchtime 3x ./pkg/daemon/ >> "$tmp/sandbox.txt" 2>&1 || { cat "$tmp/sandbox.txt"; exit 1; }
 echo "bench: web_fetch" >&2
 "$go" test -run '^$' -bench 'FetchArticle1MB' -benchtime 1000x ./pkg/webfetch/ > "$tmp/web.txt" 2>&1 || { cat "$tmp/web.txt"; exit 1; }
+echo "bench: custom tools and skills" >&2
+"$go" test -run '^$' -bench 'CallPython|CallShell|DirectPython' -benchtime 100x ./pkg/customtool/ > "$tmp/custom.txt" 2>&1 || { cat "$tmp/custom.txt"; exit 1; }
+"$go" test -run '^$' -bench 'Index20' ./pkg/skills/ >> "$tmp/custom.txt" 2>&1 || { cat "$tmp/custom.txt"; exit 1; }
 echo "bench: daemon start-up and RSS" >&2
 "$go" run ./scripts/measure -bin bin/agent -models testdata/models > "$tmp/measure.txt"
 "$go" run -tags "$tags" ./scripts/measure-voice -bin bin/agent -models testdata/models > "$tmp/measure-voice.txt"
@@ -281,6 +284,18 @@ cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)
   echo "| benchmark | time/op | metrics |"
   echo "|---|---|---|"
   bench_rows "$tmp/web.txt"
+  echo
+  echo "## Runtime tools and skills (issue 17)"
+  echo
+  echo "CallPython: one call of a tool made with create_tool (Python, a word count) as the agent loop makes it: the registry,"
+  echo "the argument check, the caller's folder, a bubblewrap sandbox, the interpreter's start (python3 -I), the wrapper, the"
+  echo "function, the result; 100 calls one after another. CallShell: the same tool in sh. DirectPython: the reference, same"
+  echo "run: /usr/bin/python3 -I started directly with the same function, no sandbox. Index20: the skills index of 20"
+  echo "installed skills with descriptions the length of real ones; index_bytes = what it adds to every system prompt."
+  echo
+  echo "| benchmark | time/op | metrics |"
+  echo "|---|---|---|"
+  bench_rows "$tmp/custom.txt"
   echo
   echo "## Agent loop overhead (40-message session, one tool step + answer, in-process fake LLM, real SQLite; target: <= 2 ms p99 per step)"
   echo

@@ -14,7 +14,9 @@ import (
 const toolsUsage = `usage: agentctl tools list            MCP servers, custom tools (state, creator, version, last error), every tool offered
        agentctl tools reload          re-read [mcp_servers] from the config file and apply the difference
        agentctl tools show NAME       a custom tool with the code of its pending (else live) version
-       agentctl tools approve NAME    make the pending version of a custom tool live
+       agentctl tools approve NAME [DIGEST|vN]
+                                      make the pending version of a custom tool live (with the digest
+                                      show printed: only if that is still the version waiting)
        agentctl tools reject NAME     drop the pending version
        agentctl tools rollback NAME   go back to the version live before the current one
        agentctl tools remove NAME     delete a custom tool and all its versions
@@ -23,7 +25,10 @@ const toolsUsage = `usage: agentctl tools list            MCP servers, custom to
 // runTools is `agentctl tools list|reload|show|approve|reject|rollback|remove`.
 func runTools(ctx context.Context, path string, args []string, asJSON bool, stdout, stderr io.Writer, env config.Env) int {
 	if len(args) == 2 && (args[0] == "show" || slices.Contains(admin.CustomToolActions, args[0])) {
-		return runCustomTool(ctx, path, args[0], args[1], asJSON, stdout, stderr, env)
+		return runCustomTool(ctx, path, args[0], args[1], "", asJSON, stdout, stderr, env)
+	}
+	if len(args) == 3 && args[0] == "approve" {
+		return runCustomTool(ctx, path, args[0], args[1], args[2], asJSON, stdout, stderr, env)
 	}
 	if len(args) != 1 || (args[0] != "list" && args[0] != "reload") {
 		fmt.Fprint(stderr, toolsUsage)
@@ -105,7 +110,7 @@ func writeCustom(w io.Writer, list []admin.CustomTool) {
 
 // runCustomTool is show, approve, reject, rollback and remove of one
 // custom tool.
-func runCustomTool(ctx context.Context, path, action, name string, asJSON bool, stdout, stderr io.Writer, env config.Env) int {
+func runCustomTool(ctx context.Context, path, action, name, want string, asJSON bool, stdout, stderr io.Writer, env config.Env) int {
 	return withClient(path, stderr, env, func(c *admin.Client) error {
 		if action == "show" {
 			d, err := c.CustomTool(ctx, name)
@@ -115,7 +120,7 @@ func runCustomTool(ctx context.Context, path, action, name string, asJSON bool, 
 			if asJSON {
 				return printJSON(stdout, d)
 			}
-			fmt.Fprintf(stdout, "%s v%d (%s) by %s, %s", d.Name, d.Version, d.State, d.Author, d.Language)
+			fmt.Fprintf(stdout, "%s v%d %s (%s) by %s, %s", d.Name, d.Version, d.Digest, d.State, d.Author, d.Language)
 			if d.Network {
 				fmt.Fprint(stdout, ", with network")
 			}
@@ -123,9 +128,12 @@ func runCustomTool(ctx context.Context, path, action, name string, asJSON bool, 
 				fmt.Fprint(stdout, " — waiting for approval")
 			}
 			fmt.Fprintf(stdout, "\ndescription: %s\nparameters: %s\n--- code ---\n%s\n", d.Description, d.Parameters, strings.TrimRight(d.Code, "\n"))
+			if d.Pending > 0 && d.Version == d.Pending {
+				fmt.Fprintf(stdout, "--- end ---\napprove this version: agentctl tools approve %s %s\n", d.Name, d.Digest)
+			}
 			return nil
 		}
-		t, err := c.CustomToolAction(ctx, name, action)
+		t, err := c.CustomToolAction(ctx, name, action, want)
 		if err != nil {
 			return err
 		}

@@ -73,11 +73,11 @@ func (b *customBackend) CustomTool(_ context.Context, name string) (admin.Custom
 		return admin.CustomToolDetail{}, fmt.Errorf("%w: no custom tool %q", admin.ErrNotFound, name)
 	}
 	return admin.CustomToolDetail{CustomTool: admin.CustomTool{Name: "shout", State: "pending", Pending: 1, Language: "sh", Description: "Shout."},
-		Version: 1, Author: "voice:alice", Parameters: []byte(`{"type":"object"}`), Code: "echo \"$ARG_text!\"\n"}, nil
+		Version: 1, Digest: "0123456789ab", Author: "voice:alice", Parameters: []byte(`{"type":"object"}`), Code: "echo \"$ARG_text!\"\n"}, nil
 }
 
-func (b *customBackend) CustomToolAction(_ context.Context, name, action string) (admin.CustomTool, error) {
-	b.actions = append(b.actions, action+" "+name)
+func (b *customBackend) CustomToolAction(_ context.Context, name, action, want string) (admin.CustomTool, error) {
+	b.actions = append(b.actions, strings.TrimSpace(action+" "+name+" "+want))
 	if name == "word_count" && action == "approve" {
 		return admin.CustomTool{}, fmt.Errorf("%w: word_count has no version waiting for approval", admin.ErrConflict)
 	}
@@ -94,7 +94,8 @@ func TestCustomToolCommands(t *testing.T) {
 		t.Fatalf("tools list: exit %d %q\n%s", code, errs, out)
 	}
 	code, out, _ = agentctl(t, "-config", path, "tools", "show", "shout")
-	if code != 0 || !strings.Contains(out, "shout v1 (pending) by voice:alice, sh — waiting for approval") || !strings.Contains(out, "--- code ---\necho \"$ARG_text!\"\n") {
+	if code != 0 || !strings.Contains(out, "shout v1 0123456789ab (pending) by voice:alice, sh — waiting for approval") || !strings.Contains(out, "--- code ---\necho \"$ARG_text!\"\n") ||
+		!strings.Contains(out, "approve this version: agentctl tools approve shout 0123456789ab") {
 		t.Fatalf("tools show: exit %d\n%s", code, out)
 	}
 	if code, _, errs := agentctl(t, "-config", path, "tools", "show", "ghost"); code != 1 || !strings.Contains(errs, `no custom tool "ghost"`) {
@@ -106,12 +107,15 @@ func TestCustomToolCommands(t *testing.T) {
 	if code, _, errs := agentctl(t, "-config", path, "tools", "approve", "word_count"); code != 1 || !strings.Contains(errs, "no version waiting") {
 		t.Fatalf("approve live: exit %d %q", code, errs)
 	}
+	if code, _, errs := agentctl(t, "-config", path, "tools", "approve", "shout", "0123456789ab"); code != 0 {
+		t.Fatalf("approve pinned: exit %d %q", code, errs)
+	}
 	for _, a := range []string{"reject", "rollback", "remove"} {
 		if code, _, errs := agentctl(t, "-config", path, "tools", a, "shout"); code != 0 {
 			t.Fatalf("%s: exit %d %q", a, code, errs)
 		}
 	}
-	if want := []string{"approve shout", "approve word_count", "reject shout", "rollback shout", "remove shout"}; strings.Join(b.actions, ",") != strings.Join(want, ",") {
+	if want := []string{"approve shout", "approve word_count", "approve shout 0123456789ab", "reject shout", "rollback shout", "remove shout"}; strings.Join(b.actions, ",") != strings.Join(want, ",") {
 		t.Fatalf("actions %v, want %v", b.actions, want)
 	}
 	if code, _, _ := agentctl(t, "-config", path, "tools", "approve"); code != 2 {

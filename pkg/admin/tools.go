@@ -107,6 +107,7 @@ type CustomTool struct {
 type CustomToolDetail struct {
 	CustomTool
 	Version    int             `json:"version"`
+	Digest     string          `json:"digest"` // of this version's content: approve pins it
 	Author     string          `json:"author"`
 	Parameters json.RawMessage `json:"parameters"`
 	Code       string          `json:"code"`
@@ -115,8 +116,10 @@ type CustomToolDetail struct {
 // CustomToolsBackend is the custom tools part of the admin API.
 type CustomToolsBackend interface {
 	CustomTool(ctx context.Context, name string) (CustomToolDetail, error)
-	// CustomToolAction is approve, reject, rollback or remove.
-	CustomToolAction(ctx context.Context, name, action string) (CustomTool, error)
+	// CustomToolAction is approve, reject, rollback or remove. want,
+	// for approve, pins the version read ("vN" or its digest); "": the
+	// one waiting.
+	CustomToolAction(ctx context.Context, name, action, want string) (CustomTool, error)
 }
 
 // ErrConflict is returned (wrapped) for an action the tool's state does
@@ -138,7 +141,7 @@ func registerCustomTools(mux *http.ServeMux, b Backend) {
 			writeError(w, http.StatusBadRequest, "unknown action "+action+"; one of "+strings.Join(CustomToolActions, ", "))
 			return
 		}
-		t, err := c.CustomToolAction(r.Context(), r.PathValue("name"), action)
+		t, err := c.CustomToolAction(r.Context(), r.PathValue("name"), action, r.URL.Query().Get("version"))
 		if errors.Is(err, ErrConflict) {
 			writeError(w, http.StatusConflict, err.Error())
 			return
@@ -152,7 +155,12 @@ func (c *Client) CustomTool(ctx context.Context, name string) (CustomToolDetail,
 	return call[CustomToolDetail](ctx, c, http.MethodGet, "/v1/tools/custom/"+url.PathEscape(name), nil)
 }
 
-// CustomToolAction approves, rejects, rolls back or removes a custom tool.
-func (c *Client) CustomToolAction(ctx context.Context, name, action string) (CustomTool, error) {
-	return call[CustomTool](ctx, c, http.MethodPost, "/v1/tools/custom/"+url.PathEscape(name)+"/"+url.PathEscape(action), nil)
+// CustomToolAction approves, rejects, rolls back or removes a custom tool;
+// want pins the version an approval is for ("": the one waiting).
+func (c *Client) CustomToolAction(ctx context.Context, name, action, want string) (CustomTool, error) {
+	path := "/v1/tools/custom/" + url.PathEscape(name) + "/" + url.PathEscape(action)
+	if want != "" {
+		path += "?version=" + url.QueryEscape(want)
+	}
+	return call[CustomTool](ctx, c, http.MethodPost, path, nil)
 }

@@ -103,13 +103,13 @@ func (a *Assistant) CustomTool(_ context.Context, name string) (admin.CustomTool
 	if err != nil {
 		return admin.CustomToolDetail{}, err
 	}
-	return admin.CustomToolDetail{CustomTool: adminCustom(m, ver), Version: ver.Version, Author: ver.Author,
+	return admin.CustomToolDetail{CustomTool: adminCustom(m, ver), Version: ver.Version, Digest: ver.Digest(), Author: ver.Author,
 		Parameters: ver.Parameters, Code: ver.Code}, nil
 }
 
 // CustomToolAction implements admin.CustomToolsBackend: the operator
 // approves, rejects, rolls back or removes.
-func (a *Assistant) CustomToolAction(_ context.Context, name, action string) (admin.CustomTool, error) {
+func (a *Assistant) CustomToolAction(_ context.Context, name, action, want string) (admin.CustomTool, error) {
 	if err := a.unavailable(); err != nil {
 		return admin.CustomTool{}, err
 	}
@@ -118,7 +118,7 @@ func (a *Assistant) CustomToolAction(_ context.Context, name, action string) (ad
 	const by = "operator"
 	switch action {
 	case "approve":
-		m, err = a.custom.Approve(name, by)
+		m, err = a.custom.Approve(name, want, by)
 	case "reject":
 		m, err = a.custom.Reject(name, by)
 	case "rollback":

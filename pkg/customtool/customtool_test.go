@@ -199,8 +199,28 @@ func TestNonOwnerToolWaitsForApproval(t *testing.T) {
 	f.mu.Lock()
 	notice := f.notices[0]
 	f.mu.Unlock()
-	if !strings.Contains(notice, "wecom:alice wrote the tool word_count") || !strings.Contains(notice, "agentctl tools approve word_count") {
+	if !strings.Contains(notice, "wecom:alice wrote the tool word_count") || !strings.Contains(notice, "agentctl tools approve word_count ") {
 		t.Fatalf("notice: %s", notice)
+	}
+	// Only approved text reaches other users' models.
+	if got, _ := f.run("bob", "list_custom_tools", map[string]any{}); strings.Contains(got, "Count the words") || !strings.Contains(got, "word_count: pending, v1 pending approval, by wecom:alice") {
+		t.Fatalf("bob's list shows a pending description:\n%s", got)
+	}
+	if got, _ := f.run("alice", "list_custom_tools", map[string]any{}); !strings.Contains(got, "Count the words") {
+		t.Fatalf("alice's own list: %s", got)
+	}
+	// The waiting version cannot change under the owners' eyes.
+	changed := clone(wordCount)
+	changed["code"] = "def word_count(text):\n    return 'swapped'\n"
+	if _, err := f.create(t, "alice", changed); err == nil || !strings.Contains(err.Error(), "waiting for an owner's decision") {
+		t.Fatalf("replacing a waiting version: %v", err)
+	}
+	// An approval pinned to another digest is refused.
+	if _, err := f.m.Approve("word_count", "ffffffffffff", "operator"); !errors.Is(err, customtool.ErrConflict) || !strings.Contains(err.Error(), "read it again") {
+		t.Fatalf("approve with a stale digest: %v", err)
+	}
+	if got := f.m.Command("wecom:boss", true, []string{"/tools", "approve", "word_count", "v9"}); !strings.Contains(got, "not v9") {
+		t.Fatalf("/tools approve with a stale version: %s", got)
 	}
 	if _, ok := f.reg.Get("word_count"); ok {
 		t.Fatal("a pending tool is offered")
@@ -218,7 +238,9 @@ func TestNonOwnerToolWaitsForApproval(t *testing.T) {
 	if got := f.m.Command("wecom:boss", true, []string{"/tools", "show", "word_count"}); !strings.Contains(got, "def word_count(text)") {
 		t.Fatalf("/tools show: %s", got)
 	}
-	if got := f.m.Command("wecom:boss", true, []string{"/tools", "approve", "word_count"}); !strings.Contains(got, "Approved: word_count v1") {
+	shown := f.m.Show("word_count")
+	digest := strings.Fields(shown)[2]
+	if got := f.m.Command("wecom:boss", true, []string{"/tools", "approve", "word_count", digest[:8]}); !strings.Contains(got, "Approved: word_count v1") {
 		t.Fatalf("/tools approve: %s", got)
 	}
 	if got, err := f.run("alice", "word_count", map[string]any{"text": "x y"}); err != nil || got != `{"words": 2}` {
@@ -235,7 +257,7 @@ func TestNonOwnerToolWaitsForApproval(t *testing.T) {
 	if got, _ := f.run("alice", "word_count", map[string]any{"text": "x"}); got != `{"words": 1}` {
 		t.Fatalf("pending update ran: %q", got)
 	}
-	if _, err := f.m.Approve("word_count", "operator"); err != nil {
+	if _, err := f.m.Approve("word_count", "", "operator"); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := f.run("alice", "word_count", map[string]any{"text": "x"}); got != "v2: 1" {

@@ -278,6 +278,10 @@ func (m *Manager) Create(ctx context.Context, call tools.Call, def Def) (Outcome
 		}
 	} else if existing.Creator != who && !owner {
 		return Outcome{}, fmt.Errorf("%w: the tool %q belongs to %s; only they or an owner may change it (choose another name)", ErrInvalid, def.Name, existing.Creator)
+	} else if existing.Pending > 0 && !owner {
+		// The owners may be reading it now: what they approve must be
+		// what they read.
+		return Outcome{}, fmt.Errorf("%w: v%d of %q is waiting for an owner's decision; it cannot change until then (remove_tool withdraws it)", ErrInvalid, existing.Pending, def.Name)
 	}
 	params, _ := compact(def.Parameters)
 	ver := Version{Description: strings.TrimSpace(def.Description), Parameters: params, Code: def.Code,
@@ -307,8 +311,9 @@ func (m *Manager) Create(ctx context.Context, call tools.Call, def Def) (Outcome
 		return out, nil
 	}
 	m.logger.Info("custom tool waiting for approval", "tool", def.Name, "version", ver.Version, "by", who)
-	text := fmt.Sprintf("%s wrote the tool %s (v%d, %s, %d lines): %s\nIt runs only after an owner approves it. Read its code: agentctl tools show %s\nApprove: agentctl tools approve %s (or send /tools approve %s)\nReject: agentctl tools reject %s (or /tools reject %s)",
-		who, def.Name, ver.Version, ver.Language, strings.Count(ver.Code, "\n")+1, firstLine(ver.Description), def.Name, def.Name, def.Name, def.Name, def.Name)
+	d := ver.Digest()
+	text := fmt.Sprintf("%s wrote the tool %s (v%d %s, %s, %d lines): %s\nIt runs only after an owner approves it. Read its code: agentctl tools show %s (or /tools show %s)\nApprove what you read: agentctl tools approve %s %s (or /tools approve %s %s)\nReject: agentctl tools reject %s (or /tools reject %s)",
+		who, def.Name, ver.Version, d, ver.Language, strings.Count(ver.Code, "\n")+1, firstLine(ver.Description), def.Name, def.Name, def.Name, d, def.Name, d, def.Name, def.Name)
 	go m.cfg.Notify(context.WithoutCancel(ctx), text)
 	return out, nil
 }
@@ -322,13 +327,18 @@ func compact(raw json.RawMessage) (json.RawMessage, error) {
 	return b, err
 }
 
-// Approve makes the pending version of name live.
-func (m *Manager) Approve(name, by string) (Meta, error) {
+// Approve makes the pending version of name live. want, when not "",
+// pins what the owner read: the version's digest (or a prefix of at least
+// 6 digits) or "vN"; a pending version that is not it is refused.
+func (m *Manager) Approve(name, want, by string) (Meta, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	meta, err := m.store.Change(name, func(next *Meta) error {
 		if next.Pending == 0 {
 			return fmt.Errorf("%w: %s has no version waiting for approval", ErrConflict, name)
+		}
+		if err := m.pinned(name, next.Pending, want); err != nil {
+			return err
 		}
 		if next.Live > 0 {
 			next.History = append(next.History, next.Live)
@@ -342,6 +352,24 @@ func (m *Manager) Approve(name, by string) (Meta, error) {
 	m.offer(meta)
 	m.logger.Info("custom tool approved", "tool", name, "version", meta.Live, "by", by)
 	return meta, nil
+}
+
+// pinned checks that version v of name is the one want names.
+func (m *Manager) pinned(name string, v int, want string) error {
+	want = strings.ToLower(strings.TrimSpace(want))
+	if want == "" {
+		return nil
+	}
+	ver, err := m.store.Version(name, v)
+	if err != nil {
+		return err
+	}
+	d := ver.Digest()
+	ok := want == fmt.Sprintf("v%d", v) || (len(want) >= 6 && strings.HasPrefix(d, want))
+	if !ok {
+		return fmt.Errorf("%w: the version waiting is v%d %s, not %s; read it again (agentctl tools show %s)", ErrConflict, v, d, want, name)
+	}
+	return nil
 }
 
 // Reject drops the pending version of name; a tool that was never live
@@ -478,7 +506,13 @@ func (m *Manager) listTool(_ context.Context, call tools.Call) (string, error) {
 			fmt.Fprintf(&b, " (v%d)", meta.Rejected)
 		}
 		fmt.Fprintf(&b, ", by %s", meta.Creator)
-		if ver, err := m.store.Version(meta.Name, max(meta.Live, meta.Pending, meta.Rejected)); err == nil {
+		// Only approved text reaches other users' models: a waiting or
+		// rejected description is its creator's (and the owners') alone.
+		v := meta.Live
+		if meta.Creator == call.Channel+":"+call.User || m.cfg.Owner(call) {
+			v = max(meta.Live, meta.Pending, meta.Rejected)
+		}
+		if ver, err := m.store.Version(meta.Name, v); v > 0 && err == nil {
 			fmt.Fprintf(&b, ", %s: %s", ver.Language, firstLine(ver.Description))
 		}
 		if meta.LastError != "" && (meta.Creator == call.Channel+":"+call.User || m.cfg.Owner(call)) {
@@ -519,7 +553,7 @@ func (m *Manager) Command(user string, isOwner bool, fields []string) string {
 	if !isOwner {
 		return "Only an owner can approve or reject tools."
 	}
-	if len(fields) != 3 {
+	if len(fields) != 3 && !(len(fields) == 4 && strings.EqualFold(fields[1], "approve")) {
 		return commandUsage
 	}
 	var meta Meta
@@ -528,7 +562,11 @@ func (m *Manager) Command(user string, isOwner bool, fields []string) string {
 	case "show":
 		return m.Show(fields[2])
 	case "approve":
-		meta, err = m.Approve(fields[2], user)
+		want := ""
+		if len(fields) == 4 {
+			want = fields[3]
+		}
+		meta, err = m.Approve(fields[2], want, user)
 	case "reject":
 		meta, err = m.Reject(fields[2], user)
 	default:
@@ -543,7 +581,7 @@ func (m *Manager) Command(user string, isOwner bool, fields []string) string {
 	return fmt.Sprintf("Rejected: %s v%d.", meta.Name, meta.Rejected)
 }
 
-const commandUsage = "Usage: /tools show NAME | /tools approve NAME | /tools reject NAME"
+const commandUsage = "Usage: /tools show NAME | /tools approve NAME [DIGEST] | /tools reject NAME"
 
 // Show is a tool's record and the code of its pending (else live)
 // version, for an owner deciding on it.
@@ -560,8 +598,8 @@ func (m *Manager) Show(name string) string {
 	if err != nil {
 		return fmt.Sprintf("%s: version %d unreadable: %v", name, v, err)
 	}
-	return fmt.Sprintf("%s v%d (%s) by %s, %s, network %v\n%s\nparameters: %s\n--- code ---\n%s",
-		name, v, meta.State(), ver.Author, ver.Language, ver.Network, ver.Description, ver.Parameters, ver.Code)
+	return fmt.Sprintf("%s v%d %s (%s) by %s, %s, network %v\n%s\nparameters: %s\n--- code ---\n%s",
+		name, v, ver.Digest(), meta.State(), ver.Author, ver.Language, ver.Network, ver.Description, ver.Parameters, ver.Code)
 }
 
 // Names are the management tools' names (reserved for built-ins).

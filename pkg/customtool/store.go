@@ -2,6 +2,8 @@ package customtool
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -38,6 +40,18 @@ type Version struct {
 	Network     bool            `json:"network,omitempty"`
 	Author      string          `json:"author"` // "wecom:alice"
 	Created     time.Time       `json:"created"`
+}
+
+// Digest identifies a version's content (description, schema, code,
+// language, network): 12 hex digits of its SHA-256. An owner approves
+// what they read by naming it, so a version changed after they looked is
+// not approved by mistake.
+func (v Version) Digest() string {
+	h := sha256.New()
+	for _, part := range []string{v.Description, string(v.Parameters), v.Code, v.Language, strconv.FormatBool(v.Network)} {
+		fmt.Fprintf(h, "%d:%s\n", len(part), part)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:12]
 }
 
 // Meta is a tool's record: who made it, which version is live, which one

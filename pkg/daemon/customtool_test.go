@@ -134,10 +134,10 @@ func TestCustomToolThroughDaemon(t *testing.T) {
 	if err != nil || !strings.Contains(d.Code, "return text + '!'") || d.Version != 1 {
 		t.Fatalf("show: %+v, %v", d, err)
 	}
-	if _, err := c.CustomToolAction(ctx, "upper", "approve"); err == nil || !strings.Contains(err.Error(), "no version waiting") {
+	if _, err := c.CustomToolAction(ctx, "upper", "approve", ""); err == nil || !strings.Contains(err.Error(), "no version waiting") {
 		t.Fatalf("approving a live tool: %v", err)
 	}
-	if _, err := c.CustomToolAction(ctx, "shout", "approve"); err != nil {
+	if _, err := c.CustomToolAction(ctx, "shout", "approve", d.Digest); err != nil {
 		t.Fatal(err)
 	}
 	if got := say("CALL shout hello"); got != "RESULT: hello!" {
