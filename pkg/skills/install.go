@@ -310,6 +310,11 @@ func (x *extractor) entry(hdr *tar.Header, tr *tar.Reader) error {
 	if x.n++; x.n > x.lim.entries {
 		return invalid(fmt.Sprintf("more than %d entries", x.lim.entries))
 	}
+	if hdr.Typeflag == tar.TypeXGlobalHeader {
+		// PAX global attributes (git archive writes one, holding the
+		// commit id): metadata, not a file; nothing to write.
+		return nil
+	}
 	name := hdr.Name
 	q := fmt.Sprintf("entry %q", clip.String(strings.ToValidUTF8(name, "?"), 100))
 	switch {

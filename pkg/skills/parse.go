@@ -48,7 +48,11 @@ func parse(content []byte, folder string) parsed {
 		var err error
 		fmName, p.Description, p.Requires, err = decodeFrontMatter(front)
 		if err != nil {
-			p.Err = clip.String("front matter: "+oneLine(err.Error()), maxErr)
+			if n, d, ok := lenientFront(front); ok {
+				fmName, p.Description, p.Requires = n, d, Requirements{}
+			} else {
+				p.Err = clip.String("front matter: "+oneLine(err.Error()), maxErr)
+			}
 		}
 	}
 	heading, first := scanBody(body)
@@ -95,6 +99,52 @@ func splitFrontMatter(content []byte) (front, body []byte, ok bool, err string) 
 		off = next
 	}
 	return nil, nil, true, "front matter: no closing ---"
+}
+
+// lenientFront reads the front matter many skills in the wild have that
+// is not valid YAML — most often an unquoted "description: Do x: y" — line
+// by line: top-level "key: value" lines, a value going on over indented
+// lines. It succeeds only when no key that gates a skill (metadata,
+// requires, os) is there: requirements that cannot be read must not be
+// taken for none.
+func lenientFront(front []byte) (name, desc string, ok bool) {
+	var key string
+	vals := map[string]string{}
+	for _, line := range strings.Split(string(front), "\n") {
+		line = strings.TrimRight(line, " \t\r")
+		if line == "" || strings.HasPrefix(strings.TrimSpace(line), "#") {
+			continue
+		}
+		if line[0] == ' ' || line[0] == '\t' {
+			if key == "" {
+				return "", "", false
+			}
+			vals[key] = strings.TrimSpace(vals[key] + " " + strings.TrimSpace(line))
+			continue
+		}
+		k, v, found := strings.Cut(line, ":")
+		k = strings.TrimSpace(k)
+		if !found || k == "" || strings.ContainsAny(k, " \t\"'{}[]") {
+			return "", "", false
+		}
+		switch k {
+		case "metadata", "requires", "os":
+			return "", "", false
+		}
+		v = strings.TrimSpace(v)
+		if v != "" && strings.ContainsRune("[{&*!|>%@`", rune(v[0])) {
+			return "", "", false // YAML syntax, not plain text: no guessing
+		}
+		key = k
+		vals[k] = v
+	}
+	unquote := func(s string) string {
+		if len(s) >= 2 && (s[0] == '"' || s[0] == '\'') && s[len(s)-1] == s[0] {
+			return s[1 : len(s)-1]
+		}
+		return s
+	}
+	return unquote(vals["name"]), unquote(vals["description"]), true
 }
 
 // decodeFrontMatter pulls the known fields out of the YAML. Unknown fields

@@ -218,3 +218,17 @@ func TestValidName(t *testing.T) {
 		}
 	}
 }
+
+// Front matter that is not valid YAML but plainly says a name and a
+// description (an unquoted colon) is read; one that also gates the skill
+// is not, since its requirements cannot be read.
+func TestParseLenientFrontMatter(t *testing.T) {
+	p := parse([]byte("---\nname: gh-issues\ndescription: Triage GitHub issues with the gh CLI: labels, owners.\n  More on a second line.\nlicense: MIT\n---\n# body\n"), "folder")
+	if p.Err != "" || p.Name != "gh-issues" || p.Description != "Triage GitHub issues with the gh CLI: labels, owners. More on a second line." {
+		t.Fatalf("lenient: %+v", p)
+	}
+	p = parse([]byte("---\nname: gh\ndescription: Do x: y\nmetadata:\n  openclaw: {requires: {bins: [gh]}}\n---\n"), "folder")
+	if p.Err == "" {
+		t.Fatalf("gated skill with broken YAML offered: %+v", p)
+	}
+}
