@@ -305,7 +305,7 @@ func (a *Agent) Turn(ctx context.Context, in Input, emit func(Event)) (Output, e
 	}
 	var system string
 	if a.d.Prompt != nil {
-		system = a.d.Prompt.System(start, cfg.Location, memBlock)
+		system = a.d.Prompt.SystemFor(start, cfg.Location, memBlock, in.Channel, in.User)
 	} else if memBlock != "" {
 		system = "## Relevant memory\n\n" + memBlock
 	}

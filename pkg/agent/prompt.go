@@ -39,8 +39,8 @@ type Prompt struct {
 
 	mu        sync.Mutex
 	files     map[string]*promptFile
-	skills    func() string // the skills index; nil: none
-	static    string        // SOUL + AGENT + USER
+	skills    func(channel, user string) string // the skills index for a caller; nil: none
+	static    string                            // SOUL + AGENT + USER
 	built     bool
 	lastCheck time.Time // the now of the last stat pass
 }
@@ -69,8 +69,9 @@ func NewPrompt(workspace string, logger *slog.Logger) *Prompt {
 }
 
 // SetSkills sets where the skills index comes from (pkg/skills: it follows
-// changes itself). Call it before the first System.
-func (p *Prompt) SetSkills(index func() string) {
+// changes itself), given the caller (a skill may be limited to some
+// users). Call it before the first System.
+func (p *Prompt) SetSkills(index func(channel, user string) string) {
 	p.mu.Lock()
 	p.skills = index
 	p.mu.Unlock()
@@ -96,6 +97,12 @@ func (p *Prompt) Reload() (changed []string, err error) {
 // now in loc (UTC when nil). Changed files are picked up when the last check
 // is at least a second older than now.
 func (p *Prompt) System(now time.Time, loc *time.Location, memoryBlock string) string {
+	return p.SystemFor(now, loc, memoryBlock, "", "")
+}
+
+// SystemFor is System for a turn of user on channel: the skills index
+// lists what they may use.
+func (p *Prompt) SystemFor(now time.Time, loc *time.Location, memoryBlock, channel, user string) string {
 	p.mu.Lock()
 	if now.Sub(p.lastCheck) >= checkEvery || now.Before(p.lastCheck) {
 		p.lastCheck = now
@@ -107,7 +114,7 @@ func (p *Prompt) System(now time.Time, loc *time.Location, memoryBlock string) s
 	p.mu.Unlock()
 	var index string
 	if skills != nil {
-		if index = strings.TrimSpace(skills()); index != "" {
+		if index = strings.TrimSpace(skills(channel, user)); index != "" {
 			index += "\n\n"
 		}
 	}

@@ -30,7 +30,12 @@ func TestPromptSystem(t *testing.T) {
 	write(t, filepath.Join(dir, "SOUL.md"), "I am the office assistant.", t0)
 	write(t, filepath.Join(dir, "USER.md"), "The user likes tea.", t0)
 	p := NewPrompt(dir, nil)
-	p.SetSkills(func() string { return "## Skills\n\n- notes: Keeps notes.\n" })
+	p.SetSkills(func(_, user string) string {
+		if user == "bob" {
+			return ""
+		}
+		return "## Skills\n\n- notes: Keeps notes.\n"
+	})
 	loc := nativetest.Location(t, "Asia/Shanghai")
 	now := time.Date(2026, 3, 2, 1, 30, 0, 0, time.UTC)
 	got := p.System(now, loc, "alice prefers mornings")
@@ -43,6 +48,9 @@ func TestPromptSystem(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("system message lacks %q:\n%s", want, got)
 		}
+	}
+	if strings.Contains(p.SystemFor(now, loc, "", "wecom", "bob"), "## Skills") {
+		t.Error("the skills index is not the caller's")
 	}
 	if strings.Contains(p.System(now, loc, ""), "Relevant memory") {
 		t.Error("empty memory block still has a heading")

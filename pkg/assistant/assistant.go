@@ -152,12 +152,13 @@ func New(cfg *config.Config, d Deps) (_ *Assistant, err error) {
 	// Each user scope has its own folder; the prompt files, skills and
 	// shared/ are changed by owners only (pkg/workspace).
 	a.spaces, err = workspace.Open(workspace.Config{
-		Dir:       cfg.Agent.Workspace,
-		Quota:     func() int64 { return int64(a.config().Agent.WorkspaceQuotaMB) << 20 },
-		MarkerDir: cfg.Agent.StateDir,
-		Limits:    tools.DefaultLimits,
-		IsOwner:   a.callerIsOwner,
-		Logger:    d.Logger.With("component", "workspace"),
+		Dir:          cfg.Agent.Workspace,
+		Quota:        func() int64 { return int64(a.config().Agent.WorkspaceQuotaMB) << 20 },
+		MarkerDir:    cfg.Agent.StateDir,
+		Limits:       tools.DefaultLimits,
+		IsOwner:      a.callerIsOwner,
+		SkillAllowed: a.mayReadSkillFolder,
+		Logger:       d.Logger.With("component", "workspace"),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("agent.workspace %s: %w", cfg.Agent.Workspace, err)
@@ -196,7 +197,10 @@ func New(cfg *config.Config, d Deps) (_ *Assistant, err error) {
 	a.prompt = agent.NewPrompt(cfg.Agent.Workspace, d.Logger.With("component", "prompt"))
 	a.skills = new(atomic.Pointer[skills.Set])
 	a.skills.Store(a.newSkills(cfg))
-	a.prompt.SetSkills(func() string { return a.Skills().Index() })
+	a.prompt.SetSkills(func(channel, user string) string {
+		call := tools.Call{Channel: channel, User: user}
+		return a.Skills().IndexFor(func(name string) bool { return a.mayUseSkill(call, name) })
+	})
 	if err := a.Register(a.getSkillTool()); err != nil {
 		return nil, err
 	}

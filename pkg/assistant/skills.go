@@ -7,8 +7,10 @@ import (
 	"io"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"agent/pkg/admin"
 	"agent/pkg/config"
@@ -41,6 +43,21 @@ func (a *Assistant) Skills() *skills.Set {
 func (a *Assistant) mayUseSkill(call tools.Call, name string) bool {
 	users := a.config().Skills.Entries[name].Users
 	return len(users) == 0 || slices.Contains(users, call.Channel+":"+call.User) || a.callerIsOwner(call)
+}
+
+// mayReadSkillFolder says whether call may read the workspace's
+// skills/FOLDER with the file tools: not a skill limited to other users.
+func (a *Assistant) mayReadSkillFolder(call tools.Call, folder string) bool {
+	set := a.Skills()
+	if set == nil {
+		return true
+	}
+	for _, sk := range set.List() {
+		if sk.Source == skills.Workspace && filepath.Base(sk.Dir) == folder {
+			return a.mayUseSkill(call, sk.Name)
+		}
+	}
+	return true
 }
 
 // skill is the offered skill name may use, or an error for the model.
@@ -144,12 +161,17 @@ func (a *Assistant) skillMount(call tools.Call, name string) (shell.Mount, error
 	for _, k := range slices.Sorted(maps.Keys(entry.Env)) {
 		m.Env = append(m.Env, k+"="+entry.Env[k])
 	}
+	// What a skill's programs keep in $HOME (a CLI's token cache) stays in
+	// the run's private /tmp, removed after it, not in the caller's folder
+	// (a group chat's folder is its members').
+	m.Env = append(m.Env, "HOME=/tmp")
 	return m, nil
 }
 
-// readSmall reads a regular file of at most limit bytes.
+// readSmall reads a regular file of at most limit bytes. It opens without
+// blocking: a FIFO put where the file should be cannot hang the turn.
 func readSmall(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}

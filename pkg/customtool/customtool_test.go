@@ -219,6 +219,9 @@ func TestNonOwnerToolWaitsForApproval(t *testing.T) {
 	if _, err := f.m.Approve("word_count", "ffffffffffff", "operator"); !errors.Is(err, customtool.ErrConflict) || !strings.Contains(err.Error(), "read it again") {
 		t.Fatalf("approve with a stale digest: %v", err)
 	}
+	if _, err := f.run("alice", "remove_tool", map[string]any{"name": "word_count"}); err == nil || !strings.Contains(err.Error(), "waiting for an owner's decision") {
+		t.Fatalf("withdrawing a waiting version: %v", err)
+	}
 	if got := f.m.Command("wecom:boss", true, []string{"/tools", "approve", "word_count", "v9"}); !strings.Contains(got, "not v9") {
 		t.Fatalf("/tools approve with a stale version: %s", got)
 	}
@@ -240,7 +243,10 @@ func TestNonOwnerToolWaitsForApproval(t *testing.T) {
 	}
 	shown := f.m.Show("word_count")
 	digest := strings.Fields(shown)[2]
-	if got := f.m.Command("wecom:boss", true, []string{"/tools", "approve", "word_count", digest[:8]}); !strings.Contains(got, "Approved: word_count v1") {
+	if got := f.m.Command("wecom:boss", true, []string{"/tools", "approve", "word_count", digest[:8]}); !strings.Contains(got, "give its whole digest") {
+		t.Fatalf("/tools approve with a digest prefix: %s", got)
+	}
+	if got := f.m.Command("wecom:boss", true, []string{"/tools", "approve", "word_count", digest}); !strings.Contains(got, "Approved: word_count v1") {
 		t.Fatalf("/tools approve: %s", got)
 	}
 	if got, err := f.run("alice", "word_count", map[string]any{"text": "x y"}); err != nil || got != `{"words": 2}` {

@@ -63,6 +63,28 @@ const (
 	MaxPendingPerUser = 3
 )
 
+// MaxTotalSpec bounds what the custom tools' descriptions and schemas
+// add to every request to the model, all versions that may be offered
+// together.
+const MaxTotalSpec = 32 << 10
+
+// specBytes is what the tools other than skip add to a request: the live
+// and pending versions (a pending one may become live).
+func (m *Manager) specBytes(skip string) int {
+	n := 0
+	for _, meta := range m.store.List() {
+		if meta.Name == skip {
+			continue
+		}
+		for _, v := range []int{meta.Live, meta.Pending} {
+			if ver, err := m.store.Version(meta.Name, v); v > 0 && err == nil {
+				n += len(ver.Parameters) + len(ver.Description)
+			}
+		}
+	}
+	return n
+}
+
 // Manager owns the custom tools: their store, their entries in the
 // registry and the tools that manage them. Safe for concurrent use.
 type Manager struct {
@@ -209,6 +231,13 @@ func (m *Manager) Call(ctx context.Context, name string, call tools.Call) (strin
 	return out, err
 }
 
+func clipWord(s string) string {
+	if len(s) > 40 {
+		return strings.ToValidUTF8(s[:40], "") + "..."
+	}
+	return s
+}
+
 func firstLine(s string) string {
 	s, _, _ = strings.Cut(s, "\n")
 	if len(s) > 300 {
@@ -281,9 +310,12 @@ func (m *Manager) Create(ctx context.Context, call tools.Call, def Def) (Outcome
 	} else if existing.Pending > 0 && !owner {
 		// The owners may be reading it now: what they approve must be
 		// what they read.
-		return Outcome{}, fmt.Errorf("%w: v%d of %q is waiting for an owner's decision; it cannot change until then (remove_tool withdraws it)", ErrInvalid, existing.Pending, def.Name)
+		return Outcome{}, fmt.Errorf("%w: v%d of %q is waiting for an owner's decision; it cannot change until they approve or reject it", ErrInvalid, existing.Pending, def.Name)
 	}
 	params, _ := compact(def.Parameters)
+	if total := m.specBytes(def.Name) + len(params) + len(def.Description); total > MaxTotalSpec {
+		return Outcome{}, fmt.Errorf("%w: the custom tools' descriptions and schemas would take %d bytes of every request to the model; at most %d (shorten this one or remove a tool)", ErrInvalid, total, MaxTotalSpec)
+	}
 	ver := Version{Description: strings.TrimSpace(def.Description), Parameters: params, Code: def.Code,
 		Language: def.Language, Network: def.Network, Author: who}
 	meta, ver, err := m.store.Save(def.Name, who, ver, func(next *Meta) error {
@@ -328,8 +360,10 @@ func compact(raw json.RawMessage) (json.RawMessage, error) {
 }
 
 // Approve makes the pending version of name live. want, when not "",
-// pins what the owner read: the version's digest (or a prefix of at least
-// 6 digits) or "vN"; a pending version that is not it is refused.
+// pins what the owner read: the version's whole digest; a pending version
+// that is not it is refused. (Without it the version waiting now is
+// approved: only an owner can change or withdraw a waiting version, so it
+// is the one the owners were told about.)
 func (m *Manager) Approve(name, want, by string) (Meta, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -364,10 +398,8 @@ func (m *Manager) pinned(name string, v int, want string) error {
 	if err != nil {
 		return err
 	}
-	d := ver.Digest()
-	ok := want == fmt.Sprintf("v%d", v) || (len(want) >= 6 && strings.HasPrefix(d, want))
-	if !ok {
-		return fmt.Errorf("%w: the version waiting is v%d %s, not %s; read it again (agentctl tools show %s)", ErrConflict, v, d, want, name)
+	if d := ver.Digest(); want != d {
+		return fmt.Errorf("%w: the version waiting is v%d %s, not %s; read it again (agentctl tools show %s) and give its whole digest", ErrConflict, v, d, clipWord(want), name)
 	}
 	return nil
 }
@@ -420,8 +452,15 @@ func (m *Manager) Remove(call *tools.Call, name string) (Meta, error) {
 	if !ok {
 		return Meta{}, fmt.Errorf("%w %q", ErrNotFound, name)
 	}
-	if call != nil && meta.Creator != call.Channel+":"+call.User && !m.cfg.Owner(*call) {
+	owner := call == nil || m.cfg.Owner(*call)
+	if !owner && meta.Creator != call.Channel+":"+call.User {
 		return Meta{}, fmt.Errorf("%w: %s belongs to %s; only they or an owner may remove it", ErrConflict, name, meta.Creator)
+	}
+	if !owner && meta.Pending > 0 {
+		// What waits is what the owners were told about and may be
+		// reading: it stays until they decide (and a creator cannot
+		// withdraw and re-send to flood them).
+		return Meta{}, fmt.Errorf("%w: v%d of %s is waiting for an owner's decision; it can be removed once they approved or rejected it", ErrConflict, meta.Pending, name)
 	}
 	m.withdraw(name)
 	meta, err := m.store.Remove(name)
@@ -581,7 +620,7 @@ func (m *Manager) Command(user string, isOwner bool, fields []string) string {
 	return fmt.Sprintf("Rejected: %s v%d.", meta.Name, meta.Rejected)
 }
 
-const commandUsage = "Usage: /tools show NAME | /tools approve NAME [DIGEST] | /tools reject NAME"
+const commandUsage = "Usage: /tools show NAME | /tools approve NAME [DIGEST] | /tools reject NAME (/tools show prints the digest)"
 
 // Show is a tool's record and the code of its pending (else live)
 // version, for an owner deciding on it.

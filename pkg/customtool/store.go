@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -43,15 +44,16 @@ type Version struct {
 }
 
 // Digest identifies a version's content (description, schema, code,
-// language, network): 12 hex digits of its SHA-256. An owner approves
-// what they read by naming it, so a version changed after they looked is
-// not approved by mistake.
+// language, network): 32 hex digits (128 bits) of its SHA-256. An owner
+// approves what they read by naming it whole, so a version changed after
+// they looked is not approved by mistake (and a creator cannot grind a
+// look-alike).
 func (v Version) Digest() string {
 	h := sha256.New()
 	for _, part := range []string{v.Description, string(v.Parameters), v.Code, v.Language, strconv.FormatBool(v.Network)} {
 		fmt.Fprintf(h, "%d:%s\n", len(part), part)
 	}
-	return hex.EncodeToString(h.Sum(nil))[:12]
+	return hex.EncodeToString(h.Sum(nil))[:32]
 }
 
 // Meta is a tool's record: who made it, which version is live, which one
@@ -110,8 +112,9 @@ type Store struct {
 	clock  clock.Clock
 	logger *slog.Logger
 
-	mu    sync.Mutex
-	metas map[string]*Meta
+	mu      sync.Mutex
+	metas   map[string]*Meta
+	damaged map[string]string // folders that hold no valid tool: name -> why
 }
 
 // OpenStore loads the tools under dir (created when missing). A folder
@@ -123,7 +126,7 @@ func OpenStore(dir string, c clock.Clock, logger *slog.Logger) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("custom tools: %w", err)
 	}
-	s := &Store{dir: dir, clock: clock.Or(c), logger: logger, metas: map[string]*Meta{}}
+	s := &Store{dir: dir, clock: clock.Or(c), logger: logger, metas: map[string]*Meta{}, damaged: map[string]string{}}
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("custom tools: %w", err)
@@ -134,7 +137,10 @@ func OpenStore(dir string, c clock.Clock, logger *slog.Logger) (*Store, error) {
 		}
 		m, err := s.load(e.Name())
 		if err != nil {
-			logger.Warn("custom tool skipped", "dir", e.Name(), "err", err)
+			// Its name stays taken: nobody may write over what is there
+			// until the operator looks (doctor names it).
+			logger.Warn("custom tool skipped: its folder holds no valid tool", "dir", e.Name(), "err", err)
+			s.damaged[e.Name()] = err.Error()
 			continue
 		}
 		s.metas[m.Name] = m
@@ -162,6 +168,15 @@ func (s *Store) load(name string) (*Meta, error) {
 		}
 	}
 	return &m, nil
+}
+
+// Damaged lists the folders found at open that hold no valid tool, with
+// why; their names cannot be used until the operator removes or mends
+// them.
+func (s *Store) Damaged() map[string]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.damaged)
 }
 
 // List returns every tool's record, sorted by name.
@@ -220,8 +235,16 @@ func (s *Store) Save(name, creator string, ver Version, decide func(m *Meta) err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if why, bad := s.damaged[name]; bad {
+		return Meta{}, Version{}, fmt.Errorf("%w: the folder of %q holds a damaged tool (%s); the operator must remove or mend custom_tools/%s first", ErrConflict, name, why, name)
+	}
 	now := s.clock.Now().UTC()
 	m, exists := s.metas[name]
+	if !exists {
+		if _, err := os.Lstat(filepath.Join(s.dir, name)); err == nil {
+			return Meta{}, Version{}, fmt.Errorf("%w: custom_tools/%s exists but holds no tool the daemon loaded; the operator must look at it first", ErrConflict, name)
+		}
+	}
 	var next Meta
 	if exists {
 		next = clone(m)

@@ -63,7 +63,11 @@ func CheckSchema(s json.RawMessage) error {
 	if len(s) > MaxSchema {
 		return fmt.Errorf("%w: parameters is %d bytes; at most %d", ErrInvalid, len(s), MaxSchema)
 	}
-	if bytes.Contains(s, []byte(`"$ref"`)) {
+	var whole any
+	if err := json.Unmarshal(s, &whole); err != nil {
+		return fmt.Errorf("%w: parameters must be a JSON object (a JSON schema)", ErrInvalid)
+	}
+	if hasKey(whole, "$ref", 0) {
 		return fmt.Errorf("%w: parameters: $ref is not supported; write the schema out", ErrInvalid)
 	}
 	var top map[string]json.RawMessage
@@ -100,14 +104,61 @@ func properties(node map[string]json.RawMessage) (map[string]json.RawMessage, er
 	return props, nil
 }
 
+// hasKey reports whether key is a key of any object in v (decoded JSON).
+func hasKey(v any, key string, depth int) bool {
+	if depth > 64 {
+		return true // deeper than any schema we take: refuse
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		for k, c := range x {
+			if k == key || hasKey(c, key, depth+1) {
+				return true
+			}
+		}
+	case []any:
+		for _, c := range x {
+			if hasKey(c, key, depth+1) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func checkNode(node map[string]json.RawMessage, at string, depth int) error {
 	if depth > maxSchemaDepth {
 		return fmt.Errorf("%w: %s: nested deeper than %d levels", ErrInvalid, at, maxSchemaDepth)
 	}
 	typ, hasType := node["type"]
-	_, hasEnum := node["enum"]
-	_, hasAny := node["anyOf"]
-	if !hasType && !hasEnum && !hasAny {
+	enum, hasEnum := node["enum"]
+	hasAlt := false
+	for _, k := range []string{"anyOf", "oneOf", "allOf"} {
+		raw, ok := node[k]
+		if !ok {
+			continue
+		}
+		hasAlt = true
+		var alts []map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &alts); err != nil || len(alts) == 0 {
+			return fmt.Errorf("%w: %s: %q must be a non-empty list of schemas", ErrInvalid, at, k)
+		}
+		for i, alt := range alts {
+			if alt == nil {
+				return fmt.Errorf("%w: %s.%s[%d] must be a schema object", ErrInvalid, at, k, i)
+			}
+			if err := checkNode(alt, fmt.Sprintf("%s.%s[%d]", at, k, i), depth+1); err != nil {
+				return err
+			}
+		}
+	}
+	if hasEnum {
+		var vals []json.RawMessage
+		if err := json.Unmarshal(enum, &vals); err != nil || len(vals) == 0 {
+			return fmt.Errorf("%w: %s: \"enum\" must be a non-empty list", ErrInvalid, at)
+		}
+	}
+	if !hasType && !hasEnum && !hasAlt {
 		return fmt.Errorf("%w: %s has no \"type\"", ErrInvalid, at)
 	}
 	var types []string
@@ -115,8 +166,8 @@ func checkNode(node map[string]json.RawMessage, at string, depth int) error {
 		var one string
 		if err := json.Unmarshal(typ, &one); err == nil {
 			types = []string{one}
-		} else if err := json.Unmarshal(typ, &types); err != nil {
-			return fmt.Errorf("%w: %s: \"type\" must be a string or a list of strings", ErrInvalid, at)
+		} else if err := json.Unmarshal(typ, &types); err != nil || len(types) == 0 {
+			return fmt.Errorf("%w: %s: \"type\" must be a string or a non-empty list of strings", ErrInvalid, at)
 		}
 		for _, t := range types {
 			if !slices.Contains(jsonTypes, t) {
@@ -193,10 +244,32 @@ func CheckDef(description, code, language string) error {
 		return fmt.Errorf("%w: code and description must be UTF-8 text", ErrInvalid)
 	case strings.IndexByte(code, 0) >= 0:
 		return fmt.Errorf("%w: code contains a NUL byte", ErrInvalid)
+	case hidden(code) != "":
+		return fmt.Errorf("%w: code contains %s, which can hide what the code does from whoever reviews it", ErrInvalid, hidden(code))
+	case hidden(description) != "":
+		return fmt.Errorf("%w: description contains %s", ErrInvalid, hidden(description))
 	case language != LangPython && language != LangShell:
 		return fmt.Errorf("%w: language %q: python or sh", ErrInvalid, language)
 	}
 	return nil
+}
+
+// hidden names the first character of s that can make text read
+// differently from what it is: terminal control (escape sequences erase
+// or conceal lines), C1 controls, and the bidirectional overrides and
+// isolates of "Trojan Source"; "" when there is none. Tabs and newlines
+// are fine.
+func hidden(s string) string {
+	for _, r := range s {
+		switch {
+		case r == '\n' || r == '\t' || r == '\r':
+		case r < 0x20 || r == 0x7f || (r >= 0x80 && r <= 0x9f):
+			return fmt.Sprintf("the control character U+%04X", r)
+		case (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069) || r == 0x200e || r == 0x200f || r == 0x061c:
+			return fmt.Sprintf("the bidirectional control U+%04X", r)
+		}
+	}
+	return ""
 }
 
 // Languages a tool may be written in.

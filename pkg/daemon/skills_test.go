@@ -170,6 +170,9 @@ func TestSkillsThroughDaemon(t *testing.T) {
 	if !strings.Contains(got, "key=wk-0123 units=metric") || strings.Contains(got, "WROTE-SKILL") {
 		t.Fatalf("skill script: %q", got)
 	}
+	if got := ask("alice", "RUN weather echo home=$HOME"); !strings.HasSuffix(got, "stdout:\nhome=/tmp") {
+		t.Fatalf("a skill run's HOME: %q", got)
+	}
 	// Without the skill argument nothing of it (or its key) is there.
 	if got := ask("alice", "RUN - cat /secrets/weather.key /skills/weather/SKILL.md; echo UNITS=$UNITS"); strings.Contains(got, "wk-0123") || strings.Contains(got, "Workspace weather") || !strings.Contains(got, "UNITS=\n") {
 		t.Fatalf("exec without the skill: %q", got)

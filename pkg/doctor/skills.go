@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"agent/pkg/customtool"
 	"agent/pkg/skills"
@@ -40,11 +41,9 @@ func (e Env) checkSkills(context.Context) Result {
 	}
 	for _, name := range slices.Sorted(maps.Keys(e.Config.Skills.Entries)) {
 		for _, host := range e.Config.Skills.Entries[name].Files {
-			if f, err := os.Open(host); err != nil {
+			if err := readableFile(host); err != nil {
 				level = Warn
 				off = append(off, fmt.Sprintf("%s: credential file unreadable: %v", name, err))
-			} else {
-				f.Close()
 			}
 		}
 	}
@@ -60,6 +59,24 @@ func (e Env) checkSkills(context.Context) Result {
 	}
 	d += fmt.Sprintf("; index %d of %d bytes", len(set.Index()), e.Config.Skills.IndexBytes)
 	return Result{Level: level, Detail: d, Fix: strings.Join(slices.Compact(fixes), "; ")}
+}
+
+// readableFile opens path without blocking (a FIFO would hang doctor) and
+// checks that it is a regular file.
+func readableFile(path string) error {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !st.Mode().IsRegular() {
+		return fmt.Errorf("%s is not a regular file", path)
+	}
+	return nil
 }
 
 // skillFix says how to meet a skill's missing requirements.
@@ -92,6 +109,9 @@ func (e Env) checkCustomTools(context.Context) Result {
 	}
 	var live int
 	var pending, failing []string
+	for _, name := range slices.Sorted(maps.Keys(st.Damaged())) {
+		failing = append(failing, fmt.Sprintf("custom_tools/%s is damaged (%s): remove or mend it", name, st.Damaged()[name]))
+	}
 	for _, m := range st.List() {
 		if m.Live > 0 {
 			live++

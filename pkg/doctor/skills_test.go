@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"agent/pkg/config"
@@ -31,9 +32,13 @@ func TestSkillsCheck(t *testing.T) {
 	writeSkill(t, ws, "notes", "")
 	writeSkill(t, ws, "weather", "metadata:\n  openclaw:\n    requires:\n      bins: [no-such-binary-here]\n      env: [WEATHER_KEY]\n")
 	writeSkill(t, e.Config.Skills.InstalledDir, "notes", "")
-	e.Config.Skills.Entries = map[string]config.SkillEntry{"notes": {Files: map[string]string{"/secrets/n.key": "/nonexistent/n.key"}}}
+	fifo := filepath.Join(t.TempDir(), "fifo.key")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.Config.Skills.Entries = map[string]config.SkillEntry{"notes": {Files: map[string]string{"/secrets/n.key": "/nonexistent/n.key", "/secrets/f.key": fifo}}}
 	r := e.checkSkills(context.Background())
-	for _, want := range []string{"1 offered: notes", "weather (missing binary no-such-binary-here, environment variable WEATHER_KEY)", "notes: credential file unreadable", "index "} {
+	for _, want := range []string{"1 offered: notes", "weather (missing binary no-such-binary-here, environment variable WEATHER_KEY)", "notes: credential file unreadable", "fifo.key is not a regular file", "index "} {
 		if !strings.Contains(r.Detail, want) {
 			t.Errorf("detail lacks %q: %s", want, r.Detail)
 		}
@@ -59,8 +64,12 @@ func TestCustomToolsCheck(t *testing.T) {
 	if _, _, err := st.Save("waiting", "wecom:alice", ver, func(m *customtool.Meta) error { m.Pending = m.Latest; return nil }); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.MkdirAll(filepath.Join(e.Config.Agent.Workspace, "custom_tools", "broken"), 0o750); err != nil {
+		t.Fatal(err)
+	}
 	r := e.checkCustomTools(context.Background())
-	if r.Level != Warn || !strings.Contains(r.Detail, "1 live; waiting for approval: waiting v1 by wecom:alice") || !strings.Contains(r.Fix, "agentctl tools approve") {
+	if r.Level != Warn || !strings.Contains(r.Detail, "1 live; waiting for approval: waiting v1 by wecom:alice") || !strings.Contains(r.Fix, "agentctl tools approve") ||
+		!strings.Contains(r.Detail, "custom_tools/broken is damaged") {
 		t.Fatalf("check: %+v", r)
 	}
 }

@@ -227,9 +227,12 @@ const (
 
 // Index is the prompt's list of offered skills, at most cfg.IndexBytes
 // long; "" when none is offered (or not even the heading fits).
-func (s *Set) Index() string {
+func (s *Set) Index() string { return s.IndexFor(nil) }
+
+// IndexFor is Index of the offered skills allow accepts (nil: all), for a
+// caller who may use only some (a skill limited to some users).
+func (s *Set) IndexFor(allow func(name string) bool) string {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.refresh(false)
 	var offered []Skill
 	for _, sk := range s.all {
@@ -237,7 +240,12 @@ func (s *Set) Index() string {
 			offered = append(offered, sk)
 		}
 	}
-	return index(offered, s.cfg.IndexBytes)
+	budget := s.cfg.IndexBytes
+	s.mu.Unlock()
+	if allow != nil {
+		offered = slices.DeleteFunc(offered, func(sk Skill) bool { return !allow(sk.Name) })
+	}
+	return index(offered, budget)
 }
 
 // index renders skills (sorted) within budget bytes: full descriptions,

@@ -75,7 +75,10 @@ type Config struct {
 	// IsOwner says whether the caller of a tool may change the common
 	// areas (agent.owners, the operator on the admin channel). nil: nobody.
 	IsOwner func(call tools.Call) bool
-	Logger  *slog.Logger
+	// SkillAllowed says whether call may read skills/FOLDER (a skill
+	// limited to some users); nil: everyone.
+	SkillAllowed func(call tools.Call, folder string) bool
+	Logger       *slog.Logger
 }
 
 // Spaces serves the file tools over the per-user layout. Safe for
@@ -212,6 +215,19 @@ func (a area) String() string {
 	return "your folder"
 }
 
+// routeFor is route for call: a skill's folder the operator limited to
+// some users ([skills.entries.NAME] users) is not theirs to read.
+func (s *Spaces) routeFor(call tools.Call, p string) (area, string, error) {
+	a, rel, err := s.route(p)
+	if err == nil && a == areaSkills && rel != "" && s.cfg.SkillAllowed != nil {
+		folder, _, _ := strings.Cut(rel, "/")
+		if !s.cfg.SkillAllowed(call, folder) {
+			return 0, "", fmt.Errorf("skills/%s is not available to you (the operator limited that skill to some users)", folder)
+		}
+	}
+	return a, rel, err
+}
+
 // route cleans p and splits it into the area and the path inside it.
 // Absolute paths inside the workspace directory are taken relative to it.
 func (s *Spaces) route(p string) (area, string, error) {
@@ -280,7 +296,7 @@ func (s *Spaces) open(call tools.Call, a area) (*tools.Workspace, string, error)
 // Open opens the regular file p for reading as call sees it (send_file and
 // the like): the caller's folder or a common area, never another scope's.
 func (s *Spaces) Open(call tools.Call, p string) (*os.File, os.FileInfo, error) {
-	a, rel, err := s.route(p)
+	a, rel, err := s.routeFor(call, p)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -464,7 +480,7 @@ func (s *Spaces) handler(name string, write bool) func(context.Context, tools.Ca
 				return "", fmt.Errorf("%w: path must be a string", tools.ErrBadArgs)
 			}
 		}
-		a, rel, err := s.route(p)
+		a, rel, err := s.routeFor(call, p)
 		if err != nil {
 			return "", err
 		}
@@ -558,7 +574,7 @@ func (s *Spaces) list(ctx context.Context, call tools.Call) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	a, rel, err := s.route(a0.Path)
+	a, rel, err := s.routeFor(call, a0.Path)
 	if err != nil {
 		return "", err
 	}
@@ -653,7 +669,7 @@ func (s *Spaces) View(call tools.Call) (View, error) {
 // tools open one (no link out of its area, no FIFO); otherwise it names a
 // place to write in the caller's own folder.
 func (s *Spaces) Inside(call tools.Call, p string, file bool) (string, error) {
-	a, rel, err := s.route(p)
+	a, rel, err := s.routeFor(call, p)
 	if err != nil {
 		return "", err
 	}
