@@ -30,10 +30,14 @@ func creatorLLM(t *testing.T) *llmtest.Server {
 		if last.Role == "user" {
 			f := strings.SplitN(last.Content, " ", 3)
 			switch {
-			case len(f) == 3 && f[0] == "MAKE":
+			case len(f) == 3 && (f[0] == "MAKE" || f[0] == "MAKESH"):
+				lang := "python"
+				if f[0] == "MAKESH" {
+					lang = "sh"
+				}
 				def, _ := json.Marshal(map[string]any{"name": f[1], "description": "Test tool " + f[1] + ".",
 					"parameters": map[string]any{"type": "object", "properties": map[string]any{"text": map[string]any{"type": "string"}}, "required": []string{"text"}},
-					"code":       f[2]})
+					"code":       f[2], "language": lang})
 				return llmtest.Calls(llmtest.Call("create_tool", string(def)))
 			case len(f) == 3 && f[0] == "CALL":
 				if !offered(r, f[1]) {
@@ -81,6 +85,9 @@ func TestCustomToolThroughDaemon(t *testing.T) {
 	if got != "RESULT: ONE TWO THREE" {
 		t.Fatalf("create then call in the next step: %q", got)
 	}
+	if got := ask(`MAKESH count printf '%s' "$ARG_text" | wc -w`); got != "RESULT: 3" {
+		t.Fatalf("sh tool, created then called: %q", got)
+	}
 	stop()
 
 	addr, stop = startDaemonIn(t, dir, extra)
@@ -88,6 +95,9 @@ func TestCustomToolThroughDaemon(t *testing.T) {
 	waitSandbox(t, addr)
 	if got := ask("CALL upper after restart"); got != "RESULT: AFTER RESTART" {
 		t.Fatalf("after restart: %q", got)
+	}
+	if got := ask("CALL count four words after restart"); got != "RESULT: 4" {
+		t.Fatalf("sh tool after restart: %q", got)
 	}
 
 	// A voice user (not an owner) makes a tool: pending.
@@ -127,7 +137,7 @@ func TestCustomToolThroughDaemon(t *testing.T) {
 	for _, ct := range list.Custom {
 		states = append(states, ct.Name+":"+ct.State+":"+ct.Creator)
 	}
-	if !slices.Equal(states, []string{"shout:pending:voice:alice", "upper:live:admin:ops"}) {
+	if !slices.Equal(states, []string{"count:live:admin:ops", "shout:pending:voice:alice", "upper:live:admin:ops"}) {
 		t.Fatalf("custom tools: %v", states)
 	}
 	d, err := c.CustomTool(ctx, "shout")
