@@ -68,14 +68,7 @@ func (a *Assistant) skill(call tools.Call, name string) (skills.Skill, error) {
 		return skills.Skill{}, fmt.Errorf("%w: no skill %q; the skills are: %s", tools.ErrBadArgs, name, a.offeredSkills(call))
 	}
 	if !sk.Offered() {
-		why := "it is disabled"
-		switch {
-		case sk.Err != "":
-			why = sk.Err
-		case len(sk.Missing) > 0:
-			why = "this box lacks " + strings.Join(sk.Missing, ", ")
-		}
-		return skills.Skill{}, fmt.Errorf("the skill %s cannot be used here: %s", name, why)
+		return skills.Skill{}, fmt.Errorf("the skill %s cannot be used here: %s", name, skills.WhyNot(sk))
 	}
 	if !a.mayUseSkill(call, name) {
 		return skills.Skill{}, fmt.Errorf("the skill %s is not available to you (the operator limited it to some users)", name)

@@ -101,28 +101,7 @@ func TestCustomToolThroughDaemon(t *testing.T) {
 	}
 
 	// A voice user (not an owner) makes a tool: pending.
-	ws, _, err := websocket.DefaultDialer.Dial("ws://"+addr+"/voice", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ws.Close()
-	ws.WriteJSON(map[string]any{"type": "hello", "token": "device-secret-0123456789", "device": "desk", "user": "alice", "profile": "voice"})
-	if m := readFrame(t, ws); m["type"] != "ready" {
-		t.Fatalf("hello: %v", m)
-	}
-	say := func(text string) string {
-		t.Helper()
-		ws.WriteJSON(map[string]string{"type": "text", "text": text})
-		for {
-			m := readFrame(t, ws)
-			if m["type"] != "reply" {
-				t.Fatalf("got %v", m)
-			}
-			if m["final"] == true {
-				return m["text"].(string)
-			}
-		}
-	}
+	say := voiceUser(t, addr, "alice")
 	if got := say("MAKE shout import os\ndef shout(text):\n    return text + '!'\n"); !strings.Contains(got, "waits for an owner's approval") {
 		t.Fatalf("non-owner's create_tool: %q", got)
 	}
@@ -152,5 +131,34 @@ func TestCustomToolThroughDaemon(t *testing.T) {
 	}
 	if got := say("CALL shout hello"); got != "RESULT: hello!" {
 		t.Fatalf("approved tool: %q", got)
+	}
+}
+
+// voiceUser connects a voice device (voice.token "device-secret-0123456789")
+// as user and returns a function that sends a typed turn and returns the
+// final reply.
+func voiceUser(t *testing.T, addr, user string) func(text string) string {
+	t.Helper()
+	ws, _, err := websocket.DefaultDialer.Dial("ws://"+addr+"/voice", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ws.Close() })
+	ws.WriteJSON(map[string]any{"type": "hello", "token": "device-secret-0123456789", "device": "desk", "user": user, "profile": "voice"})
+	if m := readFrame(t, ws); m["type"] != "ready" {
+		t.Fatalf("hello: %v", m)
+	}
+	return func(text string) string {
+		t.Helper()
+		ws.WriteJSON(map[string]string{"type": "text", "text": text})
+		for {
+			m := readFrame(t, ws)
+			if m["type"] != "reply" {
+				t.Fatalf("got %v", m)
+			}
+			if m["final"] == true {
+				return m["text"].(string)
+			}
+		}
 	}
 }

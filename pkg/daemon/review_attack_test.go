@@ -4,16 +4,12 @@ package daemon
 // what a user who is not among them still gets, through the real daemon.
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/gorilla/websocket"
-
-	"agent/pkg/llm/llmtest"
 	"agent/pkg/sandbox/sandboxtest"
 )
 
@@ -24,31 +20,7 @@ import (
 // reach (exec with the skill is refused: guarded here too).
 func TestAttackRestrictedSkillVisibleToOthers(t *testing.T) {
 	sandboxtest.New(t, nil) // bwrap required
-	llmSrv := llmtest.NewFunc(t, func(r *llmtest.Request) llmtest.Reply {
-		last := r.Last()
-		if last.Role != "user" {
-			return llmtest.Text("RESULT: " + last.Content)
-		}
-		f := strings.SplitN(last.Content, " ", 3)
-		switch {
-		case f[0] == "INDEX":
-			sys := r.Messages[0].Content
-			i := strings.Index(sys, "## Skills")
-			if i < 0 {
-				return llmtest.Text("NO INDEX")
-			}
-			return llmtest.Text(sys[i:])
-		case f[0] == "READ" && len(f) == 2:
-			b, _ := json.Marshal(map[string]string{"path": f[1]})
-			return llmtest.Calls(llmtest.Call("read_file", string(b)))
-		case f[0] == "GET" && len(f) == 2:
-			return llmtest.Calls(llmtest.Call("get_skill", `{"name":"`+f[1]+`"}`))
-		case f[0] == "RUN" && len(f) == 3:
-			b, _ := json.Marshal(map[string]string{"command": f[2], "skill": f[1]})
-			return llmtest.Calls(llmtest.Call("exec", string(b)))
-		}
-		return llmtest.Text("?")
-	})
+	llmSrv := skillLLM(t)
 	dir := sandboxtest.Dir(t)
 	putSkill(t, filepath.Join(dir, "ws", "skills"), "payroll", "Runs PAYROLL-CONFIDENTIAL salary exports.",
 		"# Payroll\nThe HR-ONLY-INSTRUCTIONS: bank endpoint and steps.\n", map[string]string{"scripts/run.sh": "cat /secrets/payroll.key"})
@@ -62,28 +34,7 @@ func TestAttackRestrictedSkillVisibleToOthers(t *testing.T) {
 	defer stop()
 	waitSandbox(t, addr)
 
-	ws, _, err := websocket.DefaultDialer.Dial("ws://"+addr+"/voice", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ws.Close()
-	ws.WriteJSON(map[string]any{"type": "hello", "token": "device-secret-0123456789", "device": "desk", "user": "alice", "profile": "voice"})
-	if m := readFrame(t, ws); m["type"] != "ready" {
-		t.Fatalf("hello: %v", m)
-	}
-	say := func(text string) string {
-		t.Helper()
-		ws.WriteJSON(map[string]string{"type": "text", "text": text})
-		for {
-			m := readFrame(t, ws)
-			if m["type"] != "reply" {
-				t.Fatalf("got %v", m)
-			}
-			if m["final"] == true {
-				return m["text"].(string)
-			}
-		}
-	}
+	say := voiceUser(t, addr, "alice")
 	// Guards: the gate itself holds.
 	if got := say("GET payroll"); !strings.Contains(got, "not available to you") {
 		t.Fatalf("get_skill by alice: %q", got)

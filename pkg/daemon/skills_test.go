@@ -18,8 +18,9 @@ import (
 )
 
 // skillLLM is a scripted model: "GET NAME" calls get_skill, "RUN NAME CMD"
-// calls exec with the skill (NAME "-": none), "INDEX" answers with the
-// skills part of its system message; a tool's answer is repeated.
+// calls exec with the skill (NAME "-": none), "READ PATH" calls read_file,
+// "INDEX" answers with the skills part of its system message; a tool's
+// answer is repeated.
 func skillLLM(t *testing.T) *llmtest.Server {
 	t.Helper()
 	return llmtest.NewFunc(t, func(r *llmtest.Request) llmtest.Reply {
@@ -37,6 +38,9 @@ func skillLLM(t *testing.T) *llmtest.Server {
 			}
 			j := strings.Index(sys[i+1:], "\n## ")
 			return llmtest.Text(sys[i : i+1+j])
+		case f[0] == "READ" && len(f) == 2:
+			b, _ := json.Marshal(map[string]string{"path": f[1]})
+			return llmtest.Calls(llmtest.Call("read_file", string(b)))
 		case f[0] == "GET" && len(f) == 2:
 			return llmtest.Calls(llmtest.Call("get_skill", `{"name":"`+f[1]+`"}`))
 		case f[0] == "RUN" && len(f) == 3:
@@ -126,7 +130,7 @@ func TestSkillsThroughDaemon(t *testing.T) {
 	if got := ask("ops", "GET greet"); !strings.Contains(got, "Skill greet (bundled)") || !strings.Contains(got, "- scripts/hi.sh (18 bytes)") || !strings.Contains(got, "Run /skills/greet/scripts/hi.sh") {
 		t.Fatalf("get_skill greet: %q", got)
 	}
-	if got := ask("ops", "GET needs_bin"); !strings.Contains(got, "lacks binary no-such-program-xyz") {
+	if got := ask("ops", "GET needs_bin"); !strings.Contains(got, "cannot be used here: missing binary no-such-program-xyz") {
 		t.Fatalf("get_skill of a skill missing a binary: %q", got)
 	}
 
@@ -182,7 +186,7 @@ func TestSkillsThroughDaemon(t *testing.T) {
 	if _, err := c.SetSkillEnabled(ctx, "greet", false); err != nil {
 		t.Fatal(err)
 	}
-	if got := ask("ops", "GET greet"); !strings.Contains(got, "cannot be used here: it is disabled") {
+	if got := ask("ops", "GET greet"); !strings.Contains(got, "cannot be used here: disabled by the operator") {
 		t.Fatalf("disabled skill: %q", got)
 	}
 	list, err := c.SkillsList(ctx)

@@ -317,7 +317,7 @@ func (s *Set) Read(name string) (string, []File, error) {
 		return "", nil, fmt.Errorf("skills: read %q: %w", clip.String(name, 80), ErrNotFound)
 	}
 	if !sk.Offered() {
-		return "", nil, fmt.Errorf("skills: read %s: %s", name, whyNot(sk))
+		return "", nil, fmt.Errorf("skills: read %s: %s", name, WhyNot(sk))
 	}
 	root, err := openSkillRoot(s.dir(sk.Source), filepath.Base(sk.Dir))
 	if err != nil {
@@ -339,8 +339,8 @@ func (s *Set) Read(name string) (string, []File, error) {
 	return text, files, nil
 }
 
-// whyNot says why a skill is not offered.
-func whyNot(sk Skill) string {
+// WhyNot says why a skill is not offered ("available" when it is).
+func WhyNot(sk Skill) string {
 	switch {
 	case sk.Err != "":
 		return "unusable: " + sk.Err
