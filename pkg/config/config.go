@@ -184,6 +184,10 @@ type WeCom struct {
 	EncodingAESKey string   `toml:"encoding_aes_key" secret:"true"`
 	APIBase        string   `toml:"api_base" secret:"url"`
 	Debounce       Duration `toml:"debounce"`
+	// ProgressAfter: a turn still running this long after it started
+	// sends the user one short "working on it" (0: never). Applies on
+	// reload.
+	ProgressAfter Duration `toml:"progress_after"`
 }
 
 // Sandbox is the [sandbox] section: the bounds of every sandboxed run
@@ -406,6 +410,7 @@ const (
 	defaultDMPolicy          = DMPairing
 	defaultWeComAPIBase      = "https://qyapi.weixin.qq.com"
 	defaultDebounce          = 3 * time.Second
+	defaultProgressAfter     = 8 * time.Second
 	defaultSandboxTimeout    = 60 * time.Second
 	defaultSandboxMemoryMB   = 512
 	defaultSandboxCPUSeconds = 60
@@ -471,8 +476,9 @@ func Default() *Config {
 			AllowFrom: []string{},
 		},
 		WeCom: WeCom{
-			APIBase:  defaultWeComAPIBase,
-			Debounce: Duration{defaultDebounce},
+			APIBase:       defaultWeComAPIBase,
+			Debounce:      Duration{defaultDebounce},
+			ProgressAfter: Duration{defaultProgressAfter},
 		},
 		Voice: Voice{
 			Enabled:            true,

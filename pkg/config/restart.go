@@ -25,7 +25,9 @@ func RestartKeys(a, b *Config) []string {
 	if a.ASR != b.ASR {
 		keys = append(keys, "asr")
 	}
-	if a.WeCom != b.WeCom {
+	aw, bw := a.WeCom, b.WeCom
+	aw.ProgressAfter, bw.ProgressAfter = Duration{}, Duration{} // applies on reload
+	if aw != bw {
 		keys = append(keys, "wecom")
 	}
 	if a.Voice.Enabled != b.Voice.Enabled {

@@ -410,6 +410,7 @@ func (p *parser) validateWeCom(c *Config) {
 		p.check("wecom.api_base", false, "%v", err)
 	}
 	p.check("wecom.debounce", w.Debounce.Duration >= 0, "must not be negative, not %q", w.Debounce.String())
+	p.check("wecom.progress_after", w.ProgressAfter.Duration >= 0 && w.ProgressAfter.Duration <= 10*time.Minute, "must be between 0 (off) and 10m, not %q", w.ProgressAfter.String())
 }
 
 func (p *parser) validateVoice(c *Config) {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"time"
 
 	"agent/pkg/asr"
 	"agent/pkg/channel"
@@ -74,7 +75,8 @@ func Build(_ context.Context, h channel.Host) (channel.Channel, error) {
 			Pairing: h.Gate.Pairings, Policy: h.Gate.Policy,
 			Debounce: cfg.WeCom.Debounce.Duration, Logger: logger,
 			Media: client, Uploads: h.Assistant.Spaces(), ASR: c.recognizer,
-			Vision: func() bool { return h.Config().LLM.Vision },
+			Vision:        func() bool { return h.Config().LLM.Vision },
+			ProgressAfter: func() time.Duration { return h.Config().WeCom.ProgressAfter.Duration },
 		})
 		c.handler.Stored = conv.Wake
 	} else {

@@ -55,7 +55,14 @@ type ProcessorConfig struct {
 	// none is loaded.
 	ASR    func() Recognizer
 	FFmpeg string // the ffmpeg binary; "ffmpeg" (from PATH) when empty
+	// ProgressAfter returns wecom.progress_after (read per turn): a turn
+	// still running that long after it started sends its user one
+	// ProgressText, so nobody waits in silence. nil or 0: never.
+	ProgressAfter func() time.Duration
 }
+
+// ProgressText is what a user reads while a long turn runs.
+const ProgressText = "Working on it, one moment…"
 
 // Processor turns pending inbox rows into turns, one sender at a time.
 type Processor struct {
@@ -302,19 +309,41 @@ func (p *Processor) turn(ctx context.Context, b *batch) error {
 	if err != nil {
 		// The pipeline refused (queue full: the user was told in replies).
 		p.logger.Warn("wecom turn refused", "sender", b.sender, "err", err)
-	} else {
-		select {
-		case <-done:
-		case <-ctx.Done():
-			return ctx.Err() // stopping: stays pending, runs again after the restart
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
+	} else if err := p.await(ctx, b, done); err != nil {
+		return err // stopping: stays pending, runs again after the restart
 	}
 	out := sink.take()
 	p.logger.Debug("wecom turn done", "sender", b.sender, "messages", len(b.rows), "replies", len(out))
 	return p.commit(ctx, b, inboxDone, out)
+}
+
+// await waits for a turn to end. When it runs past ProgressAfter, its
+// user gets one ProgressText at once (queued ahead of the replies, which
+// come with the turn's commit).
+func (p *Processor) await(ctx context.Context, b *batch, done <-chan struct{}) error {
+	var progress <-chan time.Time
+	if p.cfg.ProgressAfter != nil {
+		if d := p.cfg.ProgressAfter(); d > 0 {
+			t := p.clock.NewTimer(d)
+			defer t.Stop()
+			progress = t.C()
+		}
+	}
+	for {
+		select {
+		case <-done:
+			return ctx.Err()
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-progress:
+			progress = nil
+			if err := p.cfg.Outbox.Enqueue(ctx, b.sender, ProgressText); err != nil {
+				p.logger.Warn("wecom: progress note not queued", "sender", b.sender, "err", err)
+			} else {
+				p.logger.Debug("wecom: long turn, progress note queued", "sender", b.sender)
+			}
+		}
+	}
 }
 
 // gate applies the DM policy (gate.Gate, in the batch's transaction: a

@@ -406,3 +406,33 @@ func TestStopMidTurnReprocesses(t *testing.T) {
 		t.Fatalf("got %q", got)
 	}
 }
+
+// A turn that runs past wecom.progress_after sends its user one short
+// note at once, ahead of the answer; a quick turn sends none.
+func TestProgressNoteOnLongTurn(t *testing.T) {
+	release := make(chan struct{})
+	r := newRig(t, "", func(pc *ProcessorConfig) { pc.ProgressAfter = func() time.Duration { return 8 * time.Second } })
+	r.conv.handle = func(ctx context.Context, in conversation.Inbound, reply conversation.Reply) {
+		if in.Text == "slow" {
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return
+			}
+		}
+		reply(ctx, "answer to "+in.Text)
+	}
+	r.start()
+	r.ok(text("bob", "1", "quick"))
+	eventually(t, r.clock, 500*time.Millisecond, "the quick answer", func() bool { return len(r.sentTo("bob")) == 1 })
+	r.clock.Advance(30 * time.Second)
+	r.ok(text("bob", "2", "slow"))
+	eventually(t, r.clock, 500*time.Millisecond, "the progress note", func() bool { return len(r.sentTo("bob")) == 2 })
+	r.clock.Advance(time.Minute) // at most once per turn
+	close(release)
+	eventually(t, r.clock, 500*time.Millisecond, "the slow answer", func() bool { return len(r.sentTo("bob")) == 3 })
+	got := r.sentTo("bob")
+	if got[0] != "answer to quick" || got[1] != ProgressText || got[2] != "answer to slow" {
+		t.Fatalf("sent %q", got)
+	}
+}
