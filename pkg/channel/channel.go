@@ -94,6 +94,13 @@ type FastTurns interface {
 	FastTurns() bool
 }
 
+// Aliased is a channel that also answers for other channel names when no
+// channel of that name is enabled (the WeCom AI Bot reaches "wecom" users
+// when the app channel is off).
+type Aliased interface {
+	Aliases() []string
+}
+
 // Streamer is a channel that can show a reply while it is being written:
 // Stream returns a writer whose every Update replaces the text shown so far
 // and whose Finish ends it.

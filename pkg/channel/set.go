@@ -79,6 +79,13 @@ func (s *Set) Get(name string) (Channel, bool) {
 	defer s.mu.Unlock()
 	i := slices.IndexFunc(s.list, func(c Channel) bool { return c.Name() == name })
 	if i < 0 {
+		// No channel of that name: one that answers for it (Aliased).
+		i = slices.IndexFunc(s.list, func(c Channel) bool {
+			a, ok := c.(Aliased)
+			return ok && slices.Contains(a.Aliases(), name)
+		})
+	}
+	if i < 0 {
 		return nil, false
 	}
 	return s.list[i], true

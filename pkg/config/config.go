@@ -87,6 +87,7 @@ type Config struct {
 	WeCom      WeCom                `toml:"wecom"`
 	Voice      Voice                `toml:"voice"`
 	Sandbox    Sandbox              `toml:"sandbox"`
+	WeComBot   WeComBot             `toml:"wecom_bot"`
 	Web        Web                  `toml:"web"`
 	Skills     Skills               `toml:"skills"`
 	MCPServers map[string]MCPServer `toml:"mcp_servers"`
@@ -189,6 +190,22 @@ type WeCom struct {
 	// reload.
 	ProgressAfter Duration `toml:"progress_after"`
 }
+
+// WeComBot is the [wecom_bot] section: WeCom's AI Bot over the long
+// connection the box dials itself (no public address needed).
+type WeComBot struct {
+	Enabled bool   `toml:"enabled"`
+	BotID   string `toml:"bot_id"`
+	Secret  string `toml:"secret" secret:"true"`
+	// URL is the long-connection endpoint (tests point it at a local
+	// server).
+	URL string `toml:"url"`
+	// Welcome answers a user opening the bot's chat ("": none).
+	Welcome string `toml:"welcome"`
+}
+
+// DefaultWeComBotURL is WeCom's long-connection endpoint.
+const DefaultWeComBotURL = "wss://openws.work.weixin.qq.com"
 
 // Sandbox is the [sandbox] section: the bounds of every sandboxed run
 // (exec, read_document's PDF converter, the video tools).
@@ -498,6 +515,7 @@ func Default() *Config {
 			MaxRuns:      defaultSandboxRuns,
 			Python:       defaultSandboxPython,
 		},
+		WeComBot: WeComBot{URL: DefaultWeComBotURL},
 		Skills: Skills{
 			BundledDir: DefaultBundledSkills,
 			IndexBytes: defaultSkillsIndexBytes,

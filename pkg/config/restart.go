@@ -36,6 +36,9 @@ func RestartKeys(a, b *Config) []string {
 	if a.Voice.VAD != b.Voice.VAD || a.Voice.VADModel != b.Voice.VADModel {
 		keys = append(keys, "voice.vad")
 	}
+	if a.WeComBot != b.WeComBot {
+		keys = append(keys, "wecom_bot")
+	}
 	if a.Sandbox != b.Sandbox {
 		keys = append(keys, "sandbox")
 	}

@@ -57,6 +57,7 @@ func (p *parser) validate(c *Config) {
 	p.validateSandbox(c)
 	p.validateWeb(c)
 	p.validateSkills(c)
+	p.validateWeComBot(c)
 	p.validateMCP(c)
 }
 
@@ -439,6 +440,31 @@ func (p *parser) validateVoice(c *Config) {
 	if len(v.Token) < shortToken {
 		p.warn([]string{"voice", "token"}, "", "is shorter than %d characters; use a long random one (e.g. openssl rand -hex 24)", shortToken)
 	}
+}
+
+// loopbackHost reports whether host is localhost or a loopback address.
+func loopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func (p *parser) validateWeComBot(c *Config) {
+	b := c.WeComBot
+	u, err := url.Parse(b.URL)
+	switch {
+	case err != nil || (u.Scheme != "wss" && u.Scheme != "ws") || u.Host == "":
+		p.check("wecom_bot.url", false, "must be a wss:// URL, not %q", b.URL)
+	case u.Scheme == "ws" && !loopbackHost(u.Hostname()):
+		p.check("wecom_bot.url", false, "ws:// would send the secret in clear text; use wss:// (ws:// only for a local test server)")
+	}
+	if !b.Enabled {
+		return
+	}
+	p.check("wecom_bot.bot_id", strings.TrimSpace(b.BotID) != "", "required when wecom_bot.enabled (the bot's ID from the WeCom admin console)")
+	p.check("wecom_bot.secret", strings.TrimSpace(b.Secret) != "", "required when wecom_bot.enabled (the bot's Secret for the long connection)")
 }
 
 // skillNameRE is what a skill may be called (pkg/skills).

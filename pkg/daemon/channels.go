@@ -13,6 +13,7 @@ import (
 	"agent/pkg/channel/operator"
 	"agent/pkg/channel/voice"
 	"agent/pkg/channel/wecom"
+	"agent/pkg/channel/wecombot"
 	"agent/pkg/config"
 	"agent/pkg/pairing"
 )
@@ -24,6 +25,7 @@ func DefaultChannels() []channel.Builder {
 	return []channel.Builder{
 		{Name: "admin", Build: operator.Build},
 		{Name: "wecom", Build: wecom.Build},
+		{Name: "wecom_bot", Build: wecombot.Build},
 		{Name: "voice", Build: voice.Build},
 	}
 }

@@ -54,7 +54,7 @@ func startDaemonServer(t *testing.T, dir, server, extra string) (addr string, st
 	n := newFakeNotifier(0)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- Run(ctx, Options{Config: cfg, Notifier: n}) }()
+	go func() { done <- Run(ctx, Options{Config: cfg, Notifier: n, Logger: testLogger()}) }()
 	n.waitFor(t, "READY=1", 1)
 	n.mu.Lock()
 	ready := n.msgs[0]

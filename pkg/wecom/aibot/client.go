@@ -210,6 +210,7 @@ func (c *Client) backoff(attempt int) time.Duration {
 // conn is one subscribed connection.
 type conn struct {
 	ws     *websocket.Conn
+	subID  string // the subscription's req_id
 	wmu    sync.Mutex
 	missed atomic.Int32 // pings without an answer
 
@@ -281,6 +282,7 @@ func (c *Client) session(ctx context.Context) error {
 		<-readErr
 	}()
 	subID := newReqID(CmdSubscribe)
+	cn.subID = subID
 	answer := cn.expect(subID)
 	data, _ := Encode(CmdSubscribe, subID, map[string]string{"bot_id": c.cfg.BotID, "secret": c.cfg.Secret})
 	if err := c.write(cn, data); err != nil {
@@ -305,10 +307,6 @@ func (c *Client) session(ctx context.Context) error {
 		t.Stop()
 		return ctx.Err()
 	}
-	c.mu.Lock()
-	c.cur = cn
-	c.mu.Unlock()
-	c.setState(StateReady, nil)
 	c.logger.Info("wecom_bot: connected and subscribed", "url", c.cfg.URL)
 	for {
 		t := c.clock.NewTimer(c.cfg.Heartbeat)
@@ -352,6 +350,14 @@ func (c *Client) read(ctx context.Context, cn *conn) error {
 			continue
 		}
 		switch {
+		case f.IsAnswer() && f.Headers.ReqID == cn.subID && f.Err() == nil:
+			// Subscribed: ready before the next frame is read (WeCom may
+			// push a message right after the answer).
+			c.mu.Lock()
+			c.cur = cn
+			c.mu.Unlock()
+			c.setState(StateReady, nil)
+			cn.deliver(f)
 		case f.IsAnswer():
 			if strings.HasPrefix(f.Headers.ReqID, CmdPing+"_") {
 				cn.missed.Store(0)

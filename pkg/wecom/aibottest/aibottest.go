@@ -36,18 +36,19 @@ type Server struct {
 	live     *websocket.Conn // the subscribed connection
 	frames   []aibot.Frame   // every frame clients sent, in order
 	dials    int
-	reject   *aibot.Error            // answer subscriptions with this
-	failNext map[string]*aibot.Error // cmd -> the next answer's error
-	delay    time.Duration           // before every answer
-	silent   map[string]bool         // cmd -> never answered
-	changed  chan struct{}           // closed and replaced on every change
+	reject   *aibot.Error                        // answer subscriptions with this
+	failNext map[string]*aibot.Error             // cmd -> the next answer's error
+	delay    time.Duration                       // before every answer
+	silent   map[string]bool                     // cmd -> never answered
+	issued   map[*websocket.Conn]map[string]bool // req_ids of the callbacks sent on each connection
+	changed  chan struct{}                       // closed and replaced on every change
 	wmu      map[*websocket.Conn]*sync.Mutex
 }
 
 // New starts the server; it stops when the test ends.
 func New(tb testing.TB) *Server {
 	tb.Helper()
-	s := &Server{tb: tb, failNext: map[string]*aibot.Error{}, silent: map[string]bool{}, changed: make(chan struct{}), wmu: map[*websocket.Conn]*sync.Mutex{}}
+	s := &Server{tb: tb, failNext: map[string]*aibot.Error{}, silent: map[string]bool{}, issued: map[*websocket.Conn]map[string]bool{}, changed: make(chan struct{}), wmu: map[*websocket.Conn]*sync.Mutex{}}
 	up := websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }}
 	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ws, err := up.Upgrade(w, r, nil)
@@ -124,6 +125,10 @@ func (s *Server) serve(ws *websocket.Conn) {
 			default:
 				s.live = ws
 			}
+		case (f.Cmd == aibot.CmdRespond || f.Cmd == aibot.CmdRespondWelcome) && !s.issued[ws][f.Headers.ReqID]:
+			// A reply must answer a callback of this connection (our
+			// reading of the protocol: a req_id is the connection's).
+			answer = &aibot.Error{Code: 846605, Msg: "invalid req_id"}
 		case s.failNext[f.Cmd] != nil:
 			answer = s.failNext[f.Cmd]
 			delete(s.failNext, f.Cmd)
@@ -233,6 +238,12 @@ func (s *Server) Callback(cmd string, body any) string {
 		s.tb.Fatal("aibottest: no subscribed client to send a callback to")
 	}
 	reqID := "cb_" + time.Now().Format("150405.000000000")
+	s.mu.Lock()
+	if s.issued[ws] == nil {
+		s.issued[ws] = map[string]bool{}
+	}
+	s.issued[ws][reqID] = true
+	s.mu.Unlock()
 	if err := s.write(ws, map[string]any{"cmd": cmd, "headers": map[string]string{"req_id": reqID}, "body": body}); err != nil {
 		s.tb.Fatalf("aibottest: callback: %v", err)
 	}

@@ -1,0 +1,252 @@
+// Package wecombot is the WeCom AI Bot channel over the long connection
+// the box dials itself (pkg/wecom/aibot): no public address, certificate or
+// open port. A person is the same user here as on the app channel
+// ("wecom:zhangsan": one memory, one pairing decision); group chats have a
+// session per chat. Every message is stored in the inbox (deduplicated by
+// msgid) before it is processed, so a restart mid-turn answers it after
+// (by push when the original reply stream is gone). Replies stream: each
+// frame carries the text so far, a few times a second, and the stream is
+// finished before WeCom's 6-minute limit (the rest of a longer turn goes
+// out by push).
+package wecombot
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"agent/pkg/channel"
+	"agent/pkg/channel/mailbox"
+	"agent/pkg/clock"
+	"agent/pkg/health"
+	"agent/pkg/wecom/aibot"
+)
+
+// Name is the channel's name in the Set. Its users are "wecom:USERID", as
+// on the app channel.
+const Name = "wecom_bot"
+
+// scope is the channel part of its users' scopes and sessions.
+const scope = "wecom"
+
+var (
+	_ channel.Channel = (*Bot)(nil)
+	_ channel.Aliased = (*Bot)(nil)
+)
+
+// Bot is the running channel.
+type Bot struct {
+	host   channel.Host
+	client *aibot.Client
+	inbox  *mailbox.Inbox
+	outbox *mailbox.Outbox // pushes: late replies, the message tool, jobs
+	proc   *processor      // nil while the pipeline is unavailable
+	logger *slog.Logger
+	clock  clock.Clock
+
+	mu      sync.Mutex
+	welcome string
+}
+
+// Build makes the channel when wecom_bot.enabled (channel.Build).
+func Build(_ context.Context, h channel.Host) (channel.Channel, error) {
+	cfg := h.Config()
+	if !cfg.WeComBot.Enabled {
+		return nil, nil
+	}
+	return New(h, Options{})
+}
+
+// Options are the timing knobs tests shorten.
+type Options struct {
+	Heartbeat  time.Duration
+	MinBackoff time.Duration
+	// StreamEvery is how often a stream frame may go out (400 ms).
+	StreamEvery time.Duration
+	// StreamLimit is how long a reply stream may stay open (WeCom allows
+	// 6 minutes from the first frame; 5 min 30 s leaves room).
+	StreamLimit time.Duration
+}
+
+// New builds the channel on h's [wecom_bot].
+func New(h channel.Host, o Options) (*Bot, error) {
+	cfg := h.Config().WeComBot
+	logger := h.Logger.With("component", Name)
+	b := &Bot{host: h, logger: logger, clock: clock.Or(h.Clock), welcome: cfg.Welcome}
+	b.inbox = mailbox.NewInbox(h.DB, Name, h.Clock)
+	b.client = aibot.New(aibot.Config{URL: cfg.URL, BotID: cfg.BotID, Secret: cfg.Secret,
+		Handle: b.handle, Heartbeat: o.Heartbeat, MinBackoff: o.MinBackoff, Clock: h.Clock, Logger: logger})
+	b.outbox = mailbox.NewOutbox(h.DB, mailbox.OutboxConfig{Channel: Name, Send: b.push, Permanent: permanent,
+		Redact: h.Scrub, Clock: h.Clock, Logger: logger})
+	if conv := h.Assistant.Conversation(); conv != nil {
+		b.proc = newProcessor(b, conv, o)
+	} else {
+		logger.Error("wecom_bot messages are stored but not answered: the conversation pipeline is unavailable", "err", h.Assistant.Err())
+	}
+	if h.Health != nil {
+		h.Health.Register("channel_"+Name+"_connection", b.healthCheck)
+	}
+	if h.Metrics != nil {
+		h.Metrics.GaugeFunc("agent_wecom_bot_frames_in", "Frames received on the WeCom AI Bot connection since start.", nil,
+			func() float64 { return float64(b.client.Status().FramesIn) })
+		h.Metrics.GaugeFunc("agent_wecom_bot_frames_out", "Frames sent on the WeCom AI Bot connection since start.", nil,
+			func() float64 { return float64(b.client.Status().FramesOut) })
+		h.Metrics.GaugeFunc("agent_wecom_bot_reconnects", "Reconnections of the WeCom AI Bot connection since start.", nil,
+			func() float64 { return float64(b.client.Status().Reconnects) })
+		h.Metrics.GaugeFunc("agent_wecom_bot_connected", "1 while the WeCom AI Bot connection is subscribed.", nil,
+			func() float64 {
+				if b.client.Status().State == aibot.StateReady {
+					return 1
+				}
+				return 0
+			})
+	}
+	return b, nil
+}
+
+// Name is "wecom_bot".
+func (b *Bot) Name() string { return Name }
+
+// Aliases: with no app channel, "wecom" users are reached through the bot
+// (the message tool, scheduled jobs, notices).
+func (b *Bot) Aliases() []string { return []string{scope} }
+
+// Routes: none; the bot dials out.
+func (b *Bot) Routes() []channel.Route { return nil }
+
+// Status is the connection's state.
+func (b *Bot) Status() aibot.Status { return b.client.Status() }
+
+func (b *Bot) healthCheck(context.Context) error {
+	s := b.client.Status()
+	if s.State == aibot.StateReady {
+		return nil
+	}
+	if s.LastError != "" {
+		return fmt.Errorf("%w: the WeCom AI Bot connection is %s since %s: %s", health.ErrDegraded, s.State, s.Since.Format(time.RFC3339), s.LastError)
+	}
+	return fmt.Errorf("%w: the WeCom AI Bot connection is %s since %s", health.ErrDegraded, s.State, s.Since.Format(time.RFC3339))
+}
+
+// Run keeps the connection, the processor and the push queue going until
+// ctx ends.
+func (b *Bot) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); _ = b.client.Run(ctx) }()
+	go func() { defer wg.Done(); _ = b.outbox.Run(ctx) }()
+	if b.proc != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); b.proc.run(ctx) }()
+	}
+	<-ctx.Done()
+	wg.Wait()
+	return nil
+}
+
+// handle stores a callback (the connection's reader calls it): messages go
+// to the inbox, deduplicated by msgid; enter_chat is answered with the
+// welcome text.
+func (b *Bot) handle(ctx context.Context, f aibot.Frame) {
+	m, err := aibot.ParseMessage(f.Body)
+	if err != nil {
+		b.logger.Warn("wecom_bot: callback ignored", "err", err)
+		return
+	}
+	if f.Cmd == aibot.CmdEventCallback {
+		if m.Event != nil && m.Event.EventType == aibot.EventEnterChat && b.welcome != "" {
+			go func() { // answered within seconds, off the reader
+				if err := b.client.Reply(context.WithoutCancel(ctx), f.Headers.ReqID, aibot.CmdRespondWelcome,
+					map[string]any{"msgtype": "text", "text": map[string]string{"content": b.welcome}}); err != nil {
+					b.logger.Warn("wecom_bot: welcome not sent", "err", err)
+				}
+			}()
+		}
+		return
+	}
+	if m.MsgID == "" || m.From.UserID == "" {
+		b.logger.Warn("wecom_bot: message without msgid or sender ignored")
+		return
+	}
+	raw, _ := json.Marshal(f)
+	chat := ""
+	if m.ChatType == "group" {
+		chat = m.ChatID
+	}
+	fresh, err := b.inbox.Put(ctx, mailbox.Received{DedupKey: m.MsgID, Sender: m.From.UserID, ChatID: chat,
+		Kind: m.MsgType, Content: content(m), Raw: string(raw)})
+	if err != nil {
+		b.logger.Error("wecom_bot: message not stored", "msgid", m.MsgID, "err", err)
+		return
+	}
+	if !fresh {
+		b.logger.Info("wecom_bot: repeated message ignored", "msgid", m.MsgID)
+		return
+	}
+	if b.proc != nil {
+		b.proc.wake()
+	}
+}
+
+// content is what a message says in text: its text, WeCom's transcript of
+// a voice message, the text parts of a mixed one (pictures and files are
+// named: not downloaded in this version).
+func content(m aibot.Message) string {
+	var parts []string
+	switch m.MsgType {
+	case "text":
+		if m.Text != nil {
+			parts = append(parts, m.Text.Content)
+		}
+	case "voice":
+		parts = append(parts, m.VoiceText())
+	case "mixed":
+		if m.Mixed != nil {
+			for _, it := range m.Mixed.Items {
+				switch {
+				case it.Text != nil:
+					parts = append(parts, it.Text.Content)
+				case it.Image != nil:
+					parts = append(parts, "[a picture; pictures are not read on this channel yet]")
+				}
+			}
+		}
+	case "image":
+		parts = append(parts, "[a picture; pictures are not read on this channel yet]")
+	case "file", "video":
+		parts = append(parts, "[a "+m.MsgType+"; files are not read on this channel yet]")
+	}
+	return strings.TrimSpace(strings.Join(parts, "\n"))
+}
+
+// Send queues text for a user ("zhangsan") or a group chat
+// ("group:wecom:CHAT") by push.
+func (b *Bot) Send(ctx context.Context, to, text string) error {
+	to = strings.TrimPrefix(to, scope+":")
+	if to == "" || strings.TrimSpace(text) == "" {
+		return errors.New("message: a recipient and a text are required")
+	}
+	return b.outbox.Enqueue(ctx, to, mailbox.Item{Kind: "markdown", Content: text})
+}
+
+// push sends one outbox row with aibot_send_msg.
+func (b *Bot) push(ctx context.Context, m mailbox.Message) error {
+	chatType, chat := 1, m.To
+	if g, ok := strings.CutPrefix(m.To, "group:"+scope+":"); ok {
+		chatType, chat = 2, g
+	}
+	return b.client.Push(ctx, aibot.MarkdownPush(chat, chatType, m.Content))
+}
+
+// permanent: WeCom refused the push itself (not a lost connection).
+func permanent(err error) bool {
+	var e *aibot.Error
+	return errors.As(err, &e)
+}

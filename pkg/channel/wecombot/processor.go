@@ -1,0 +1,252 @@
+package wecombot
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"agent/pkg/channel/gate"
+	"agent/pkg/channel/mailbox"
+	"agent/pkg/conversation"
+	"agent/pkg/pairing"
+	"agent/pkg/wecom/aibot"
+)
+
+// Conversation runs turns (*conversation.Service).
+type Conversation interface {
+	Handle(ctx context.Context, in conversation.Inbound, reply conversation.Reply) (<-chan struct{}, error)
+}
+
+// processor turns pending inbox rows into turns: one message per turn,
+// one turn at a time per conversation, in arrival order.
+type processor struct {
+	b      *Bot
+	conv   Conversation
+	policy gate.Gate
+	every  time.Duration
+	limit  time.Duration
+	wakeCh chan struct{}
+
+	mu       sync.Mutex
+	inflight map[string]bool
+}
+
+func newProcessor(b *Bot, conv Conversation, o Options) *processor {
+	if o.StreamEvery <= 0 {
+		o.StreamEvery = 400 * time.Millisecond
+	}
+	if o.StreamLimit <= 0 {
+		o.StreamLimit = 5*time.Minute + 30*time.Second
+	}
+	return &processor{b: b, conv: conv, policy: b.host.Gate, every: o.StreamEvery, limit: o.StreamLimit,
+		wakeCh: make(chan struct{}, 1), inflight: map[string]bool{}}
+}
+
+func (p *processor) wake() {
+	select {
+	case p.wakeCh <- struct{}{}:
+	default:
+	}
+}
+
+func (p *processor) run(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		if err := p.dispatch(ctx, &wg); err != nil && ctx.Err() == nil {
+			p.b.logger.Error("wecom_bot inbox: reading failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.wakeCh:
+		case <-p.b.clock.After(5 * time.Second):
+		}
+	}
+}
+
+func (p *processor) dispatch(ctx context.Context, wg *sync.WaitGroup) error {
+	p.mu.Lock()
+	busy := make(map[string]bool, len(p.inflight))
+	for k := range p.inflight {
+		busy[k] = true
+	}
+	p.mu.Unlock()
+	rows, err := p.b.inbox.Pending(ctx)
+	if err != nil {
+		return err
+	}
+	started := map[string]bool{}
+	for _, r := range rows {
+		k := r.Sender + "\x00" + r.ChatID
+		if busy[k] || started[k] {
+			continue // the next one of a conversation waits for the one before
+		}
+		started[k] = true
+		p.mu.Lock()
+		p.inflight[k] = true
+		p.mu.Unlock()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() {
+				p.mu.Lock()
+				delete(p.inflight, k)
+				p.mu.Unlock()
+				p.wake()
+			}()
+			if err := p.turn(ctx, r); err != nil && ctx.Err() == nil {
+				p.b.logger.Error("wecom_bot turn not recorded; will retry", "sender", r.Sender, "err", err)
+				select {
+				case <-p.b.clock.After(5 * time.Second):
+				case <-ctx.Done():
+				}
+			}
+		}()
+	}
+	return nil
+}
+
+// turn answers one stored message.
+func (p *processor) turn(ctx context.Context, r mailbox.Row) error {
+	f, err := aibot.Decode([]byte(r.Raw))
+	if err != nil {
+		return p.commit(ctx, r, mailbox.InIgnored, "")
+	}
+	user := scope + ":" + r.Sender
+	group := ""
+	if r.ChatID != "" {
+		group = "group:" + scope + ":" + r.ChatID
+	}
+	if handled, err := p.gate(ctx, r, user, group); err != nil || handled {
+		return err
+	}
+	if strings.TrimSpace(r.Content) == "" {
+		return p.commit(ctx, r, mailbox.InIgnored, "")
+	}
+	in := conversation.Inbound{Channel: scope, Profile: scope, ChatType: conversation.P2P, Sender: r.Sender, Text: r.Content}
+	if r.ChatID != "" {
+		in.ChatType, in.ChatID = conversation.Group, r.ChatID
+	}
+	// A message that arrived on an earlier connection (answered after a
+	// reconnect or a restart), or too long ago for a stream, is answered
+	// by push: its req_id belonged to that connection.
+	var st *stream
+	cs := p.b.client.Status()
+	if cs.State == aibot.StateReady && !r.Received.Before(cs.Since.Truncate(time.Millisecond)) && p.b.clock.Now().Sub(r.Received) < p.limit/2 {
+		st = newStream(p.b, f.Headers.ReqID, "s_"+msgID(r), p.every, p.limit)
+		st.start(ctx)
+		in.Stream = st.add
+	}
+	var mu sync.Mutex
+	var replies []string
+	done, err := p.conv.Handle(ctx, in, func(_ context.Context, text string) error {
+		mu.Lock()
+		replies = append(replies, text)
+		mu.Unlock()
+		if st != nil {
+			st.setReply(strings.Join(replies, "\n\n"))
+		}
+		return nil
+	})
+	if err == nil {
+		select {
+		case <-done:
+		case <-ctx.Done():
+		}
+	}
+	if ctx.Err() != nil {
+		if st != nil {
+			st.abandon()
+		}
+		return ctx.Err() // stopping: stays pending, answered after the restart
+	}
+	mu.Lock()
+	full := strings.Join(replies, "\n\n")
+	mu.Unlock()
+	rest := full
+	if st != nil {
+		rest = st.finish(ctx, full) // what the stream could not carry
+	}
+	return p.commit(ctx, r, mailbox.InDone, rest)
+}
+
+func msgID(r mailbox.Row) string {
+	m, err := aibot.ParseMessage(rawBody(r.Raw))
+	if err != nil || m.MsgID == "" {
+		return fmt.Sprint(r.ID)
+	}
+	return m.MsgID
+}
+
+func rawBody(raw string) []byte {
+	f, err := aibot.Decode([]byte(raw))
+	if err != nil {
+		return nil
+	}
+	return f.Body
+}
+
+// gate applies the DM policy, as the app channel does: handled means the
+// row needs no turn (a stranger got a pairing code, or was dropped).
+func (p *processor) gate(ctx context.Context, r mailbox.Row, user, group string) (bool, error) {
+	tx, err := p.b.host.DB.BeginTx(ctx, nil)
+	if err != nil {
+		return false, fmt.Errorf("policy: %w", err)
+	}
+	defer tx.Rollback()
+	d, err := p.policy.Admit(ctx, tx, gate.Request{Principals: []string{user}, Group: group})
+	if err != nil {
+		return false, err
+	}
+	switch d.Verdict {
+	case pairing.Allow:
+		return false, nil
+	case pairing.NewCode:
+		p.b.logger.Info("wecom_bot stranger got a pairing code", "user", user, "code", d.Code)
+		if err := p.b.outbox.EnqueueTx(ctx, tx, r.Sender, mailbox.Item{Kind: "markdown", Content: pairing.CodeText(d.Code)}); err != nil {
+			return false, err
+		}
+	default:
+		p.b.logger.Info("wecom_bot message dropped by the DM policy", "user", user, "group", group, "verdict", d.Verdict.String())
+	}
+	if err := p.b.inbox.Mark(ctx, tx, mailbox.InIgnored, p.b.clock.Now(), r.ID); err != nil {
+		return false, err
+	}
+	if err := tx.Commit(); err != nil {
+		return false, fmt.Errorf("policy: commit: %w", err)
+	}
+	p.b.outbox.Wake()
+	return true, nil
+}
+
+// commit marks the row and queues push (a reply the stream could not
+// carry) in one transaction.
+func (p *processor) commit(ctx context.Context, r mailbox.Row, state int, push string) error {
+	tx, err := p.b.host.DB.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("commit turn: %w", err)
+	}
+	defer tx.Rollback()
+	to := r.Sender
+	if r.ChatID != "" {
+		to = "group:" + scope + ":" + r.ChatID
+	}
+	if strings.TrimSpace(push) != "" {
+		if err := p.b.outbox.EnqueueTx(ctx, tx, to, mailbox.Item{Kind: "markdown", Content: push}); err != nil {
+			return err
+		}
+	}
+	if err := p.b.inbox.Mark(ctx, tx, state, p.b.clock.Now(), r.ID); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit turn: %w", err)
+	}
+	if push != "" {
+		p.b.outbox.Wake()
+	}
+	return nil
+}

@@ -1,0 +1,161 @@
+package wecombot
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"agent/pkg/clip"
+	"agent/pkg/wecom/aibot"
+)
+
+// maxStreamBytes bounds what one stream shows; a longer reply goes out by
+// push whole (WeCom's own bound on a stream's content is not documented
+// where we could read it: 20 KB stays under the message sizes it does
+// document).
+const maxStreamBytes = 20 << 10
+
+// Texts of the stream.
+const (
+	thinkingText  = "…"
+	continuedNote = "\n\n(continued in the next message)"
+)
+
+// stream shows one reply while it is written: a first frame at once, then
+// the text so far at most every `every`, and finish before `limit`.
+type stream struct {
+	b            *Bot
+	reqID, id    string
+	every, limit time.Duration
+
+	mu      sync.Mutex
+	model   string // the model's text as it streams
+	reply   string // the turn's replies so far
+	shown   string // what the last frame carried
+	opened  time.Time
+	broken  bool // a frame failed: the reply goes by push
+	expired bool // the limit came first: finished with a note
+	done    chan struct{}
+	stopped chan struct{}
+}
+
+func newStream(b *Bot, reqID, id string, every, limit time.Duration) *stream {
+	return &stream{b: b, reqID: reqID, id: id, every: every, limit: limit, done: make(chan struct{}), stopped: make(chan struct{})}
+}
+
+// add is conversation.Inbound.Stream: a fragment of the model's text.
+func (s *stream) add(fragment string) {
+	s.mu.Lock()
+	s.model += fragment
+	s.mu.Unlock()
+}
+
+// setReply records the turn's replies so far (they replace the model's
+// streamed text: a reply is the finished text).
+func (s *stream) setReply(text string) {
+	s.mu.Lock()
+	s.reply = text
+	s.mu.Unlock()
+}
+
+func (s *stream) current() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.reply
+	if t == "" {
+		t = s.model
+	}
+	if t == "" {
+		t = thinkingText
+	}
+	return clip.Bytes(t, maxStreamBytes)
+}
+
+func (s *stream) frame(ctx context.Context, text string, finish bool) bool {
+	err := s.b.client.Reply(ctx, s.reqID, aibot.CmdRespond, aibot.StreamBody(s.id, text, finish))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		if !s.broken {
+			s.b.logger.Warn("wecom_bot: reply stream broken; the answer goes by push", "err", err)
+		}
+		s.broken = true
+		return false
+	}
+	s.shown = text
+	return true
+}
+
+// start sends the first frame and keeps the stream current until finish.
+func (s *stream) start(ctx context.Context) {
+	go func() {
+		defer close(s.stopped)
+		s.mu.Lock()
+		s.opened = s.b.clock.Now()
+		s.mu.Unlock()
+		if !s.frame(ctx, thinkingText, false) {
+			return
+		}
+		for {
+			t := s.b.clock.NewTimer(s.every)
+			select {
+			case <-s.done:
+				t.Stop()
+				return
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C():
+			}
+			text := s.current()
+			s.mu.Lock()
+			elapsed, shown := s.b.clock.Now().Sub(s.opened), s.shown
+			s.mu.Unlock()
+			if elapsed >= s.limit {
+				// WeCom closes a stream 6 minutes after its first frame:
+				// finish it now; the whole answer follows by push.
+				s.frame(ctx, clip.Bytes(text, maxStreamBytes-len(continuedNote))+continuedNote, true)
+				s.mu.Lock()
+				s.expired = true
+				s.mu.Unlock()
+				return
+			}
+			if text != shown && !s.frame(ctx, text, false) {
+				return
+			}
+		}
+	}()
+}
+
+// finish ends the stream with the whole reply and returns what must go by
+// push instead ("" when the stream carried it).
+func (s *stream) finish(ctx context.Context, full string) string {
+	close(s.done)
+	<-s.stopped
+	s.mu.Lock()
+	broken, expired := s.broken, s.expired
+	s.mu.Unlock()
+	switch {
+	case broken || expired:
+		return full
+	case full == "":
+		s.frame(ctx, "(no answer)", true)
+		return ""
+	case len(full) > maxStreamBytes:
+		if s.frame(ctx, clip.Bytes(full, maxStreamBytes-len(continuedNote))+continuedNote, true) {
+			return full
+		}
+		return full
+	}
+	if !s.frame(ctx, full, true) {
+		return full
+	}
+	return ""
+}
+
+// abandon stops the stream without finishing it (the daemon is stopping:
+// the message is answered after the restart, by push).
+func (s *stream) abandon() {
+	close(s.done)
+	<-s.stopped
+}
