@@ -48,6 +48,8 @@ echo "bench: web_fetch" >&2
 echo "bench: custom tools and skills" >&2
 "$go" test -run '^$' -bench 'CallPython|CallShell|DirectPython' -benchtime 100x ./pkg/customtool/ > "$tmp/custom.txt" 2>&1 || { cat "$tmp/custom.txt"; exit 1; }
 "$go" test -run '^$' -bench 'Index20' ./pkg/skills/ >> "$tmp/custom.txt" 2>&1 || { cat "$tmp/custom.txt"; exit 1; }
+echo "bench: wecom_bot" >&2
+"$go" test -tags "$tags" -run '^$' -bench 'WeComBot' -benchtime 50x ./pkg/daemon/ > "$tmp/wecombot.txt" 2>&1 || { cat "$tmp/wecombot.txt"; exit 1; }
 echo "bench: daemon start-up and RSS" >&2
 "$go" run ./scripts/measure -bin bin/agent -models testdata/models > "$tmp/measure.txt"
 "$go" run -tags "$tags" ./scripts/measure-voice -bin bin/agent -models testdata/models > "$tmp/measure-voice.txt"
@@ -296,6 +298,18 @@ cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)
   echo "| benchmark | time/op | metrics |"
   echo "|---|---|---|"
   bench_rows "$tmp/custom.txt"
+  echo
+  echo "## WeCom AI Bot long connection (issue 18)"
+  echo
+  echo "WeComBotFirstText: the real daemon subscribed to a local endpoint speaking the AI Bot protocol (pkg/wecom/aibottest),"
+  echo "an instant local model streaming \"Hello there\": from the message frame being sent to the first reply stream frame"
+  echo "carrying the model's words (the inbox commit, the DM gate, the turn, the stream's first frame \"…\" before it). 50"
+  echo "messages from 8 users one after another. WeComBotReconnect: from the endpoint dropping the connection to the daemon"
+  echo "subscribed again; the first retry waits a jittered 0.5-1 s by design."
+  echo
+  echo "| benchmark | time/op | metrics |"
+  echo "|---|---|---|"
+  bench_rows "$tmp/wecombot.txt"
   echo
   echo "## Agent loop overhead (40-message session, one tool step + answer, in-process fake LLM, real SQLite; target: <= 2 ms p99 per step)"
   echo

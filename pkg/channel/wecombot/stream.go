@@ -37,17 +37,25 @@ type stream struct {
 	expired bool // the limit came first: finished with a note
 	done    chan struct{}
 	stopped chan struct{}
+	kick    chan struct{} // the first text arrived: show it now
 }
 
 func newStream(b *Bot, reqID, id string, every, limit time.Duration) *stream {
-	return &stream{b: b, reqID: reqID, id: id, every: every, limit: limit, done: make(chan struct{}), stopped: make(chan struct{})}
+	return &stream{b: b, reqID: reqID, id: id, every: every, limit: limit, done: make(chan struct{}), stopped: make(chan struct{}), kick: make(chan struct{}, 1)}
 }
 
 // add is conversation.Inbound.Stream: a fragment of the model's text.
 func (s *stream) add(fragment string) {
 	s.mu.Lock()
+	first := s.model == "" && fragment != ""
 	s.model += fragment
 	s.mu.Unlock()
+	if first {
+		select { // the first words go out at once, the rest every `every`
+		case s.kick <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // setReply records the turn's replies so far (they replace the model's
@@ -105,6 +113,8 @@ func (s *stream) start(ctx context.Context) {
 			case <-ctx.Done():
 				t.Stop()
 				return
+			case <-s.kick:
+				t.Stop()
 			case <-t.C():
 			}
 			text := s.current()

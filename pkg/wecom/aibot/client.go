@@ -98,6 +98,8 @@ type Client struct {
 	cur    *conn
 	status Status
 	reqs   map[string]*reqLock // replies to one req_id go one at a time
+	// subscribed: the current session got as far as a subscription.
+	subscribed bool
 }
 
 type reqLock struct {
@@ -162,7 +164,9 @@ func (c *Client) Run(ctx context.Context) error {
 	attempt := 0
 	for {
 		c.setState(StateConnecting, nil)
-		start := c.clock.Now()
+		c.mu.Lock()
+		c.subscribed = false
+		c.mu.Unlock()
 		err := c.session(ctx)
 		if ctx.Err() != nil {
 			c.setState(StateStopped, nil)
@@ -178,9 +182,11 @@ func (c *Client) Run(ctx context.Context) error {
 			state, wait = StateReplaced, c.cfg.ReplacedBackoff
 			c.logger.Error("wecom_bot: another connection of this bot took over (one live connection per bot: another box or process uses the same bot_id)", "retry_in", wait)
 		default:
-			if c.clock.Now().Sub(start) > 2*c.cfg.Heartbeat {
-				attempt = 0 // it had been up a while: start the backoff over
+			c.mu.Lock()
+			if c.subscribed {
+				attempt = 0 // it was up: the first retry is quick again
 			}
+			c.mu.Unlock()
 			attempt++
 			wait = c.backoff(attempt)
 			c.logger.Warn("wecom_bot: connection lost", "err", err, "retry_in", wait.Round(time.Millisecond))
@@ -354,7 +360,7 @@ func (c *Client) read(ctx context.Context, cn *conn) error {
 			// Subscribed: ready before the next frame is read (WeCom may
 			// push a message right after the answer).
 			c.mu.Lock()
-			c.cur = cn
+			c.cur, c.subscribed = cn, true
 			c.mu.Unlock()
 			c.setState(StateReady, nil)
 			cn.deliver(f)

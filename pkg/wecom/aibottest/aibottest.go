@@ -316,3 +316,27 @@ func (s *Server) WaitFrames(ctx context.Context, cmd string, n int) []aibot.Fram
 	}
 	return s.Frames(cmd)
 }
+
+// Await waits up to timeout for a frame a client sent that ok accepts,
+// looking only at frames sent after the first `after` ones, and returns
+// it.
+func (s *Server) Await(timeout time.Duration, after int, ok func(aibot.Frame) bool) (aibot.Frame, bool) {
+	var found aibot.Frame
+	hit := s.wait(timeout, func() bool {
+		for _, f := range s.frames[min(after, len(s.frames)):] {
+			if ok(f) {
+				found = f
+				return true
+			}
+		}
+		return false
+	})
+	return found, hit
+}
+
+// Count is how many frames clients sent so far.
+func (s *Server) Count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.frames)
+}

@@ -1,0 +1,126 @@
+package wecombot
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"agent/pkg/clock"
+	"agent/pkg/wecom/aibot"
+	"agent/pkg/wecom/aibottest"
+)
+
+// streamRig is a Bot with only its client, on the fake endpoint, and a
+// clock the test moves.
+func streamRig(t *testing.T) (*Bot, *aibottest.Server, *clock.Fake) {
+	t.Helper()
+	srv := aibottest.New(t)
+	clk := clock.NewFake(time.Unix(1_800_000_000, 0))
+	b := &Bot{logger: slog.New(slog.DiscardHandler), clock: clk}
+	b.client = aibot.New(aibot.Config{URL: srv.URL(), BotID: aibottest.BotID, Secret: aibottest.Secret, Clock: clk, Heartbeat: time.Hour})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = b.client.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	if !srv.WaitReady(10 * time.Second) {
+		t.Fatal("not subscribed")
+	}
+	for b.client.Status().State != aibot.StateReady {
+		time.Sleep(time.Millisecond) // the client's reader marks it ready
+	}
+	return b, srv, clk
+}
+
+func contents(srv *aibottest.Server) []string {
+	var out []string
+	for _, f := range srv.Frames(aibot.CmdRespond) {
+		var sf struct {
+			Stream struct {
+				Finish  bool
+				Content string
+			}
+		}
+		_ = json.Unmarshal(f.Body, &sf)
+		c := sf.Stream.Content
+		if sf.Stream.Finish {
+			c += " [finish]"
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// settle advances the fake clock a step at a time until n frames were
+// sent (the stream's goroutine takes each timer as it comes).
+func settle(t *testing.T, srv *aibottest.Server, clk *clock.Fake, step time.Duration, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(srv.Frames(aibot.CmdRespond)) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d frames, want %d: %q", len(srv.Frames(aibot.CmdRespond)), n, contents(srv))
+		}
+		clk.Advance(step)
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// A stream shows the model's text as it comes (at most every 400 ms: a
+// new frame only when the text changed) and finishes with the reply.
+func TestStreamFramesAndFinish(t *testing.T) {
+	b, srv, clk := streamRig(t)
+	req := srv.Text("m1", "u", "single", "", "hi")
+	s := newStream(b, req, "s1", 400*time.Millisecond, 330*time.Second)
+	ctx := context.Background()
+	s.start(ctx)
+	settle(t, srv, clk, 0, 1)
+	s.add("Hel")
+	settle(t, srv, clk, 0, 2) // the first words at once, without waiting for the clock
+	clk.Advance(400 * time.Millisecond) // nothing new: no frame
+	time.Sleep(20 * time.Millisecond)
+	s.add("lo")
+	settle(t, srv, clk, 400*time.Millisecond, 3)
+	if rest := s.finish(ctx, "Hello!"); rest != "" {
+		t.Fatalf("finish left %q for a push", rest)
+	}
+	got := strings.Join(contents(srv), "|")
+	if got != "…|Hel|Hello|Hello! [finish]" {
+		t.Fatalf("frames %q", got)
+	}
+}
+
+// A turn that outlasts WeCom's 6-minute stream limit: the stream is
+// finished before it with a note, and the whole answer goes by push.
+func TestStreamLimit(t *testing.T) {
+	b, srv, clk := streamRig(t)
+	req := srv.Text("m2", "u", "single", "", "long job")
+	s := newStream(b, req, "s2", 400*time.Millisecond, 330*time.Second)
+	ctx := context.Background()
+	s.start(ctx)
+	settle(t, srv, clk, 0, 1)
+	s.add("Working through the files")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		cs := contents(srv)
+		if len(cs) > 0 && strings.HasSuffix(cs[len(cs)-1], "[finish]") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the stream was not finished at the limit: %q", cs)
+		}
+		clk.Advance(10 * time.Second)
+		time.Sleep(2 * time.Millisecond)
+	}
+	if elapsed := clk.Now().Sub(time.Unix(1_800_000_000, 0)); elapsed > 6*time.Minute {
+		t.Fatalf("finished after %v, past WeCom's 6 minutes", elapsed)
+	}
+	cs := contents(srv)
+	if last := cs[len(cs)-1]; last != "Working through the files"+continuedNote+" [finish]" {
+		t.Fatalf("last frame %q", last)
+	}
+	if rest := s.finish(ctx, "All 40 files done."); rest != "All 40 files done." {
+		t.Fatalf("the answer after the limit goes by push, got %q", rest)
+	}
+}
