@@ -77,7 +77,7 @@ func TestStreamFramesAndFinish(t *testing.T) {
 	s.start(ctx)
 	settle(t, srv, clk, 0, 1)
 	s.add("Hel")
-	settle(t, srv, clk, 0, 2) // the first words at once, without waiting for the clock
+	settle(t, srv, clk, 0, 2)           // the first words at once, without waiting for the clock
 	clk.Advance(400 * time.Millisecond) // nothing new: no frame
 	time.Sleep(20 * time.Millisecond)
 	s.add("lo")
