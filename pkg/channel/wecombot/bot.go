@@ -41,15 +41,13 @@ var (
 
 // Bot is the running channel.
 type Bot struct {
-	host   channel.Host
-	client *aibot.Client
-	inbox  *mailbox.Inbox
-	outbox *mailbox.Outbox // pushes: late replies, the message tool, jobs
-	proc   *processor      // nil while the pipeline is unavailable
-	logger *slog.Logger
-	clock  clock.Clock
-
-	mu      sync.Mutex
+	host    channel.Host
+	client  *aibot.Client
+	inbox   *mailbox.Inbox
+	outbox  *mailbox.Outbox // pushes: late replies, the message tool, jobs
+	proc    *processor      // nil while the pipeline is unavailable
+	logger  *slog.Logger
+	clock   clock.Clock
 	welcome string
 }
 

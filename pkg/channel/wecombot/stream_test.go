@@ -20,7 +20,8 @@ func streamRig(t *testing.T) (*Bot, *aibottest.Server, *clock.Fake) {
 	srv := aibottest.New(t)
 	clk := clock.NewFake(time.Unix(1_800_000_000, 0))
 	b := &Bot{logger: slog.New(slog.DiscardHandler), clock: clk}
-	b.client = aibot.New(aibot.Config{URL: srv.URL(), BotID: aibottest.BotID, Secret: aibottest.Secret, Clock: clk, Heartbeat: time.Hour})
+	b.client = aibot.New(aibot.Config{URL: srv.URL(), BotID: aibottest.BotID, Secret: aibottest.Secret, Clock: clk, Heartbeat: time.Hour,
+		AckTimeout: time.Hour}) // the test moves the clock by seconds while an answer is on its way
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = b.client.Run(ctx) }()
