@@ -173,11 +173,19 @@ func (b *Bot) handle(ctx context.Context, f aibot.Frame) {
 		b.logger.Warn("wecom_bot: message without msgid or sender ignored")
 		return
 	}
-	raw, _ := json.Marshal(f)
 	chat := ""
-	if m.ChatType == "group" {
+	switch {
+	case m.ChatType == "group" && m.ChatID != "":
 		chat = m.ChatID
+	case m.ChatType == "single" || (m.ChatType == "" && m.ChatID == ""):
+	default:
+		// Neither a direct message nor a group with its id: answering it
+		// in the sender's private session could show their history to
+		// a group.
+		b.logger.Warn("wecom_bot: message of an unknown chat kind ignored", "msgid", m.MsgID, "chattype", m.ChatType)
+		return
 	}
+	raw, _ := json.Marshal(f)
 	fresh, err := b.inbox.Put(ctx, mailbox.Received{DedupKey: m.MsgID, Sender: m.From.UserID, ChatID: chat,
 		Kind: m.MsgType, Content: content(m), Raw: string(raw)})
 	if err != nil {
@@ -225,13 +233,26 @@ func content(m aibot.Message) string {
 }
 
 // Send queues text for a user ("zhangsan") or a group chat
-// ("group:wecom:CHAT") by push.
+// ("group:wecom:CHAT", or the bare chat id a turn in that chat addresses
+// as its own conversation) by push.
 func (b *Bot) Send(ctx context.Context, to, text string) error {
 	to = strings.TrimPrefix(to, scope+":")
 	if to == "" || strings.TrimSpace(text) == "" {
 		return errors.New("message: a recipient and a text are required")
 	}
+	if !strings.HasPrefix(to, "group:") && b.isGroup(ctx, to) {
+		to = "group:" + scope + ":" + to
+	}
 	return b.outbox.Enqueue(ctx, to, mailbox.Item{Kind: "markdown", Content: text})
+}
+
+// isGroup reports whether id is a group chat the bot has had messages
+// from (chat ids and user ids are different namespaces in WeCom; a chat
+// the bot never saw cannot be told from a user).
+func (b *Bot) isGroup(ctx context.Context, id string) bool {
+	var one int
+	err := b.host.DB.QueryRowContext(ctx, `SELECT 1 FROM inbox WHERE channel = ? AND chat_id = ? LIMIT 1`, Name, id).Scan(&one)
+	return err == nil
 }
 
 // push sends one outbox row with aibot_send_msg.

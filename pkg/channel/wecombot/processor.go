@@ -19,8 +19,10 @@ type Conversation interface {
 	Handle(ctx context.Context, in conversation.Inbound, reply conversation.Reply) (<-chan struct{}, error)
 }
 
-// processor turns pending inbox rows into turns: one message per turn,
-// one turn at a time per conversation, in arrival order.
+// processor turns pending inbox rows into turns, one turn at a time per
+// conversation, in arrival order. Messages that queued up while a turn ran
+// (at most maxBatch) make the next turn together, answered under the
+// newest one: a flood from one user costs one turn, not one per message.
 type processor struct {
 	b      *Bot
 	conv   Conversation
@@ -32,6 +34,9 @@ type processor struct {
 	mu       sync.Mutex
 	inflight map[string]bool
 }
+
+// maxBatch bounds the messages of one conversation in one turn.
+const maxBatch = 20
 
 func newProcessor(b *Bot, conv Conversation, o Options) *processor {
 	if o.StreamEvery <= 0 {
@@ -78,13 +83,22 @@ func (p *processor) dispatch(ctx context.Context, wg *sync.WaitGroup) error {
 	if err != nil {
 		return err
 	}
-	started := map[string]bool{}
+	var order []string
+	batches := map[string][]mailbox.Row{}
 	for _, r := range rows {
 		k := r.Sender + "\x00" + r.ChatID
-		if busy[k] || started[k] {
-			continue // the next one of a conversation waits for the one before
+		if busy[k] {
+			continue // the next turn of a conversation waits for the one before
 		}
-		started[k] = true
+		if _, ok := batches[k]; !ok {
+			order = append(order, k)
+		}
+		if len(batches[k]) < maxBatch {
+			batches[k] = append(batches[k], r)
+		}
+	}
+	for _, k := range order {
+		batch := batches[k]
 		p.mu.Lock()
 		p.inflight[k] = true
 		p.mu.Unlock()
@@ -97,8 +111,8 @@ func (p *processor) dispatch(ctx context.Context, wg *sync.WaitGroup) error {
 				p.mu.Unlock()
 				p.wake()
 			}()
-			if err := p.turn(ctx, r); err != nil && ctx.Err() == nil {
-				p.b.logger.Error("wecom_bot turn not recorded; will retry", "sender", r.Sender, "err", err)
+			if err := p.turn(ctx, batch); err != nil && ctx.Err() == nil {
+				p.b.logger.Error("wecom_bot turn not recorded; will retry", "sender", batch[0].Sender, "err", err)
 				select {
 				case <-p.b.clock.After(5 * time.Second):
 				case <-ctx.Done():
@@ -109,24 +123,32 @@ func (p *processor) dispatch(ctx context.Context, wg *sync.WaitGroup) error {
 	return nil
 }
 
-// turn answers one stored message.
-func (p *processor) turn(ctx context.Context, r mailbox.Row) error {
+// turn answers the stored messages of one conversation (in order) as one
+// turn, streamed under the newest one's req_id.
+func (p *processor) turn(ctx context.Context, rows []mailbox.Row) error {
+	r := rows[len(rows)-1]
 	f, err := aibot.Decode([]byte(r.Raw))
 	if err != nil {
-		return p.commit(ctx, r, mailbox.InIgnored, "")
+		return p.commit(ctx, rows, mailbox.InIgnored, "")
 	}
 	user := scope + ":" + r.Sender
 	group := ""
 	if r.ChatID != "" {
 		group = "group:" + scope + ":" + r.ChatID
 	}
-	if handled, err := p.gate(ctx, r, user, group); err != nil || handled {
+	if handled, err := p.gate(ctx, rows, user, group); err != nil || handled {
 		return err
 	}
-	if strings.TrimSpace(r.Content) == "" {
-		return p.commit(ctx, r, mailbox.InIgnored, "")
+	var texts []string
+	for _, row := range rows {
+		if t := strings.TrimSpace(row.Content); t != "" {
+			texts = append(texts, t)
+		}
 	}
-	in := conversation.Inbound{Channel: scope, Profile: scope, ChatType: conversation.P2P, Sender: r.Sender, Text: r.Content}
+	if len(texts) == 0 {
+		return p.commit(ctx, rows, mailbox.InIgnored, "")
+	}
+	in := conversation.Inbound{Channel: scope, Profile: scope, ChatType: conversation.P2P, Sender: r.Sender, Text: strings.Join(texts, "\n")}
 	if r.ChatID != "" {
 		in.ChatType, in.ChatID = conversation.Group, r.ChatID
 	}
@@ -170,7 +192,7 @@ func (p *processor) turn(ctx context.Context, r mailbox.Row) error {
 	if st != nil {
 		rest = st.finish(ctx, full) // what the stream could not carry
 	}
-	return p.commit(ctx, r, mailbox.InDone, rest)
+	return p.commit(ctx, rows, mailbox.InDone, rest)
 }
 
 func msgID(r mailbox.Row) string {
@@ -191,7 +213,8 @@ func rawBody(raw string) []byte {
 
 // gate applies the DM policy, as the app channel does: handled means the
 // row needs no turn (a stranger got a pairing code, or was dropped).
-func (p *processor) gate(ctx context.Context, r mailbox.Row, user, group string) (bool, error) {
+func (p *processor) gate(ctx context.Context, rows []mailbox.Row, user, group string) (bool, error) {
+	r := rows[0]
 	tx, err := p.b.host.DB.BeginTx(ctx, nil)
 	if err != nil {
 		return false, fmt.Errorf("policy: %w", err)
@@ -212,7 +235,7 @@ func (p *processor) gate(ctx context.Context, r mailbox.Row, user, group string)
 	default:
 		p.b.logger.Info("wecom_bot message dropped by the DM policy", "user", user, "group", group, "verdict", d.Verdict.String())
 	}
-	if err := p.b.inbox.Mark(ctx, tx, mailbox.InIgnored, p.b.clock.Now(), r.ID); err != nil {
+	if err := p.b.inbox.Mark(ctx, tx, mailbox.InIgnored, p.b.clock.Now(), ids(rows)...); err != nil {
 		return false, err
 	}
 	if err := tx.Commit(); err != nil {
@@ -224,7 +247,8 @@ func (p *processor) gate(ctx context.Context, r mailbox.Row, user, group string)
 
 // commit marks the row and queues push (a reply the stream could not
 // carry) in one transaction.
-func (p *processor) commit(ctx context.Context, r mailbox.Row, state int, push string) error {
+func (p *processor) commit(ctx context.Context, rows []mailbox.Row, state int, push string) error {
+	r := rows[0]
 	tx, err := p.b.host.DB.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("commit turn: %w", err)
@@ -239,7 +263,7 @@ func (p *processor) commit(ctx context.Context, r mailbox.Row, state int, push s
 			return err
 		}
 	}
-	if err := p.b.inbox.Mark(ctx, tx, state, p.b.clock.Now(), r.ID); err != nil {
+	if err := p.b.inbox.Mark(ctx, tx, state, p.b.clock.Now(), ids(rows)...); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
@@ -249,4 +273,12 @@ func (p *processor) commit(ctx context.Context, r mailbox.Row, state int, push s
 		p.b.outbox.Wake()
 	}
 	return nil
+}
+
+func ids(rows []mailbox.Row) []int64 {
+	out := make([]int64, len(rows))
+	for i, r := range rows {
+		out[i] = r.ID
+	}
+	return out
 }

@@ -213,6 +213,21 @@ func (c *Client) backoff(attempt int) time.Duration {
 	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
 }
 
+// transient reports whether a subscription's error code is WeCom being
+// busy rather than the bot's credentials (-1: "system busy"; 45009 and
+// 45033: API rate limits): those retry on the normal backoff.
+func transient(err error) bool {
+	var e *Error
+	if !errors.As(err, &e) {
+		return false
+	}
+	switch e.Code {
+	case -1, 45009, 45033:
+		return true
+	}
+	return false
+}
+
 // conn is one subscribed connection.
 type conn struct {
 	ws     *websocket.Conn
@@ -278,12 +293,12 @@ func (c *Client) session(ctx context.Context) error {
 	readErr := make(chan error, 1)
 	defer func() {
 		c.mu.Lock()
+		close(cn.done) // under c.mu: the reader cannot make cn current after this
 		if c.cur == cn {
 			c.cur = nil
 		}
 		c.mu.Unlock()
 		ws.Close()
-		close(cn.done)
 		cancel()
 		<-readErr
 	}()
@@ -301,6 +316,9 @@ func (c *Client) session(ctx context.Context) error {
 	case f := <-answer:
 		t.Stop()
 		if err := f.Err(); err != nil {
+			if transient(err) {
+				return fmt.Errorf("wecom aibot: subscription answered: %w", err)
+			}
 			return fmt.Errorf("%w: %w", ErrRejected, err)
 		}
 	case err := <-readErr:
@@ -360,6 +378,12 @@ func (c *Client) read(ctx context.Context, cn *conn) error {
 			// Subscribed: ready before the next frame is read (WeCom may
 			// push a message right after the answer).
 			c.mu.Lock()
+			select {
+			case <-cn.done: // the session gave up on this answer already
+				c.mu.Unlock()
+				continue
+			default:
+			}
 			c.cur, c.subscribed = cn, true
 			c.mu.Unlock()
 			c.setState(StateReady, nil)
