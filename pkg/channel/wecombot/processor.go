@@ -167,9 +167,10 @@ func (p *processor) turn(ctx context.Context, rows []mailbox.Row) error {
 	done, err := p.conv.Handle(ctx, in, func(_ context.Context, text string) error {
 		mu.Lock()
 		replies = append(replies, text)
+		joined := strings.Join(replies, "\n\n")
 		mu.Unlock()
 		if st != nil {
-			st.setReply(strings.Join(replies, "\n\n"))
+			st.setReply(joined)
 		}
 		return nil
 	})
