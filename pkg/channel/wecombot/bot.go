@@ -22,6 +22,7 @@ import (
 
 	"agent/pkg/channel"
 	"agent/pkg/channel/mailbox"
+	"agent/pkg/clip"
 	"agent/pkg/clock"
 	"agent/pkg/health"
 	"agent/pkg/wecom/aibot"
@@ -185,9 +186,11 @@ func (b *Bot) handle(ctx context.Context, f aibot.Frame) {
 		b.logger.Warn("wecom_bot: message of an unknown chat kind ignored", "msgid", m.MsgID, "chattype", m.ChatType)
 		return
 	}
-	raw, _ := json.Marshal(f)
+	// Only what answering needs is kept: the whole frame (up to 4 MiB)
+	// re-read with every pending row would let one user fill memory.
+	raw, _ := json.Marshal(stored{ReqID: f.Headers.ReqID, MsgID: m.MsgID})
 	fresh, err := b.inbox.Put(ctx, mailbox.Received{DedupKey: m.MsgID, Sender: m.From.UserID, ChatID: chat,
-		Kind: m.MsgType, Content: content(m), Raw: string(raw)})
+		Kind: m.MsgType, Content: clip.Bytes(content(m), maxContent), Raw: string(raw)})
 	if err != nil {
 		b.logger.Error("wecom_bot: message not stored", "msgid", m.MsgID, "err", err)
 		return
@@ -200,6 +203,17 @@ func (b *Bot) handle(ctx context.Context, f aibot.Frame) {
 		b.proc.wake()
 	}
 }
+
+// stored is an inbox row's raw part: the callback's req_id (a reply
+// stream answers under it) and msgid.
+type stored struct {
+	ReqID string `json:"req_id"`
+	MsgID string `json:"msgid"`
+}
+
+// maxContent bounds the text kept of one message (WeCom's own messages
+// are far shorter).
+const maxContent = 16 << 10
 
 // content is what a message says in text: its text, WeCom's transcript of
 // a voice message, the text parts of a mixed one (pictures and files are

@@ -2,6 +2,7 @@ package wecombot
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -127,8 +128,8 @@ func (p *processor) dispatch(ctx context.Context, wg *sync.WaitGroup) error {
 // turn, streamed under the newest one's req_id.
 func (p *processor) turn(ctx context.Context, rows []mailbox.Row) error {
 	r := rows[len(rows)-1]
-	f, err := aibot.Decode([]byte(r.Raw))
-	if err != nil {
+	var sr stored
+	if err := json.Unmarshal([]byte(r.Raw), &sr); err != nil || sr.ReqID == "" {
 		return p.commit(ctx, rows, mailbox.InIgnored, "")
 	}
 	user := scope + ":" + r.Sender
@@ -158,7 +159,7 @@ func (p *processor) turn(ctx context.Context, rows []mailbox.Row) error {
 	var st *stream
 	cs := p.b.client.Status()
 	if cs.State == aibot.StateReady && !r.Received.Before(cs.Since.Truncate(time.Millisecond)) && p.b.clock.Now().Sub(r.Received) < p.limit/2 {
-		st = newStream(p.b, f.Headers.ReqID, "s_"+msgID(r), p.every, p.limit)
+		st = newStream(p.b, sr.ReqID, "s_"+sr.MsgID, p.every, p.limit)
 		st.start(ctx)
 		in.Stream = st.add
 	}
@@ -194,22 +195,6 @@ func (p *processor) turn(ctx context.Context, rows []mailbox.Row) error {
 		rest = st.finish(ctx, full) // what the stream could not carry
 	}
 	return p.commit(ctx, rows, mailbox.InDone, rest)
-}
-
-func msgID(r mailbox.Row) string {
-	m, err := aibot.ParseMessage(rawBody(r.Raw))
-	if err != nil || m.MsgID == "" {
-		return fmt.Sprint(r.ID)
-	}
-	return m.MsgID
-}
-
-func rawBody(raw string) []byte {
-	f, err := aibot.Decode([]byte(raw))
-	if err != nil {
-		return nil
-	}
-	return f.Body
 }
 
 // gate applies the DM policy, as the app channel does: handled means the
