@@ -255,12 +255,12 @@ func (p *Processor) turn(ctx context.Context, b *batch) error {
 			if ctx.Err() != nil {
 				return ctx.Err() // stopping: stays pending
 			}
-			t, note = res.text, res.note
-			if res.image != nil {
-				images = append(images, *res.image)
+			t, note = res.Text, res.Note
+			if res.Image != nil {
+				images = append(images, *res.Image)
 			}
-			if res.notice != "" {
-				notices = append(notices, res.notice)
+			if res.Notice != "" {
+				notices = append(notices, res.Notice)
 			}
 		}
 		if t := strings.TrimSpace(t); t != "" {

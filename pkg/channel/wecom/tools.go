@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"agent/pkg/channel"
+	"agent/pkg/channel/upload"
 	"agent/pkg/recipient"
 	"agent/pkg/tools"
 	wx "agent/pkg/wecom"
@@ -164,7 +165,7 @@ func (d ToolDeps) sendFile(ctx context.Context, call tools.Call, kind, p, to, ti
 	if err := d.sendMedia(ctx, to, channel.Media{Kind: kind, Name: name, Body: f, Size: fi.Size(), Title: title, Description: description}); err != nil {
 		return "", fmt.Errorf("%s %w", p, err)
 	}
-	return fmt.Sprintf("%s %s (%s) queued for %s", kind, p, sizeText(int(fi.Size())), to), nil
+	return fmt.Sprintf("%s %s (%s) queued for %s", kind, p, upload.SizeText(int(fi.Size())), to), nil
 }
 
 // sendMedia uploads a file (image, file, video) and queues it, or queues
@@ -195,15 +196,15 @@ func mediaProblem(kind, name string, size int64, err error) string {
 	switch kind {
 	case wx.MediaImage:
 		if size > 10<<20 {
-			return fmt.Sprintf("the picture is %s; WeCom accepts at most 10 MB (make it smaller first)", sizeText(int(size)))
+			return fmt.Sprintf("the picture is %s; WeCom accepts at most 10 MB (make it smaller first)", upload.SizeText(int(size)))
 		}
 	case wx.MediaVideo:
 		if size > 10<<20 {
-			return fmt.Sprintf("the video is %s; WeCom accepts at most 10 MB (trim or re-encode it first)", sizeText(int(size)))
+			return fmt.Sprintf("the video is %s; WeCom accepts at most 10 MB (trim or re-encode it first)", upload.SizeText(int(size)))
 		}
 	case wx.MediaFile:
 		if size > 20<<20 {
-			return fmt.Sprintf("the file is %s; WeCom accepts at most 20 MB", sizeText(int(size)))
+			return fmt.Sprintf("the file is %s; WeCom accepts at most 20 MB", upload.SizeText(int(size)))
 		}
 	}
 	if size < wx.MinMediaBytes {
@@ -252,7 +253,7 @@ func checkURL(field, s string, required bool) error {
 	}
 	u, err := url.Parse(s)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || len(s) > maxLinkURL {
-		return fmt.Errorf("%w: %s must be an http or https address (at most %d bytes), got %q", tools.ErrBadArgs, field, maxLinkURL, clean(s, 200))
+		return fmt.Errorf("%w: %s must be an http or https address (at most %d bytes), got %q", tools.ErrBadArgs, field, maxLinkURL, upload.Clean(s, 200))
 	}
 	return nil
 }

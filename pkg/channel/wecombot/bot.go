@@ -16,12 +16,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
 	"agent/pkg/channel"
 	"agent/pkg/channel/mailbox"
+	"agent/pkg/channel/upload"
 	"agent/pkg/clip"
 	"agent/pkg/clock"
 	"agent/pkg/health"
@@ -47,9 +49,14 @@ type Bot struct {
 	inbox   *mailbox.Inbox
 	outbox  *mailbox.Outbox // pushes: late replies, the message tool, jobs
 	proc    *processor      // nil while the pipeline is unavailable
+	media   *fetcher        // downloads pictures, files and videos (media.go)
+	keeper  upload.Keeper   // saves them in their sender's uploads
 	logger  *slog.Logger
 	clock   clock.Clock
 	welcome string
+
+	mu     sync.Mutex
+	runCtx context.Context // Run's: downloads outlive a connection
 }
 
 // Build makes the channel when wecom_bot.enabled (channel.Build).
@@ -78,6 +85,10 @@ func New(h channel.Host, o Options) (*Bot, error) {
 	logger := h.Logger.With("component", Name)
 	b := &Bot{host: h, logger: logger, clock: clock.Or(h.Clock), welcome: cfg.Welcome}
 	b.inbox = mailbox.NewInbox(h.DB, Name, h.Clock)
+	b.media = newFetcher(filepath.Join(h.Config().Agent.StateDir, Name, "media"), isLoopbackURL(cfg.URL), h.Clock, logger)
+	if sp := h.Assistant.Spaces(); sp != nil {
+		b.keeper = upload.Keeper{Store: sp, Vision: func() bool { return h.Config().LLM.Vision }, Logger: logger}
+	}
 	b.client = aibot.New(aibot.Config{URL: cfg.URL, BotID: cfg.BotID, Secret: cfg.Secret,
 		Handle: b.handle, Heartbeat: o.Heartbeat, MinBackoff: o.MinBackoff, Clock: h.Clock, Logger: logger})
 	b.outbox = mailbox.NewOutbox(h.DB, mailbox.OutboxConfig{Channel: Name, Send: b.push, Permanent: permanent,
@@ -137,6 +148,10 @@ func (b *Bot) healthCheck(context.Context) error {
 func (b *Bot) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	b.media.sweep()
+	b.mu.Lock()
+	b.runCtx = ctx
+	b.mu.Unlock()
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); _ = b.client.Run(ctx) }()
@@ -188,9 +203,14 @@ func (b *Bot) handle(ctx context.Context, f aibot.Frame) {
 	}
 	// Only what answering needs is kept: the whole frame (up to 4 MiB)
 	// re-read with every pending row would let one user fill memory.
-	raw, _ := json.Marshal(stored{ReqID: f.Headers.ReqID, MsgID: m.MsgID})
+	media, dropped := refs(m)
+	text := content(m, chat != "")
+	if dropped > 0 {
+		text = strings.TrimSpace(text + fmt.Sprintf("\n[%d more attachment(s) not read: one message may carry %d]", dropped, maxResources))
+	}
+	raw, _ := json.Marshal(stored{ReqID: f.Headers.ReqID, MsgID: m.MsgID, Media: media})
 	fresh, err := b.inbox.Put(ctx, mailbox.Received{DedupKey: m.MsgID, Sender: m.From.UserID, ChatID: chat,
-		Kind: m.MsgType, Content: clip.Bytes(content(m), maxContent), Raw: string(raw)})
+		Kind: m.MsgType, Content: clip.Bytes(text, maxContent), Raw: string(raw)})
 	if err != nil {
 		b.logger.Error("wecom_bot: message not stored", "msgid", m.MsgID, "err", err)
 		return
@@ -199,6 +219,13 @@ func (b *Bot) handle(ctx context.Context, f aibot.Frame) {
 		b.logger.Info("wecom_bot: repeated message ignored", "msgid", m.MsgID)
 		return
 	}
+	b.mu.Lock()
+	runCtx := b.runCtx
+	b.mu.Unlock()
+	if runCtx == nil {
+		runCtx = ctx
+	}
+	b.media.start(runCtx, m.MsgID, media)
 	if b.proc != nil {
 		b.proc.wake()
 	}
@@ -207,8 +234,9 @@ func (b *Bot) handle(ctx context.Context, f aibot.Frame) {
 // stored is an inbox row's raw part: the callback's req_id (a reply
 // stream answers under it) and msgid.
 type stored struct {
-	ReqID string `json:"req_id"`
-	MsgID string `json:"msgid"`
+	ReqID string     `json:"req_id"`
+	MsgID string     `json:"msgid"`
+	Media []mediaRef `json:"media,omitempty"` // pictures, files, videos to fetch
 }
 
 // maxContent bounds the text kept of one message (WeCom's own messages
@@ -216,9 +244,10 @@ type stored struct {
 const maxContent = 16 << 10
 
 // content is what a message says in text: its text, WeCom's transcript of
-// a voice message, the text parts of a mixed one (pictures and files are
-// named: not downloaded in this version).
-func content(m aibot.Message) string {
+// a voice message, the text parts of a mixed one (its pictures, and
+// files and videos, are fetched: refs). In a group, the @mention of the
+// bot that made WeCom deliver the message is taken off its start.
+func content(m aibot.Message, group bool) string {
 	var parts []string
 	switch m.MsgType {
 	case "text":
@@ -230,20 +259,34 @@ func content(m aibot.Message) string {
 	case "mixed":
 		if m.Mixed != nil {
 			for _, it := range m.Mixed.Items {
-				switch {
-				case it.Text != nil:
+				if it.Text != nil {
 					parts = append(parts, it.Text.Content)
-				case it.Image != nil:
-					parts = append(parts, "[a picture; pictures are not read on this channel yet]")
 				}
 			}
 		}
-	case "image":
-		parts = append(parts, "[a picture; pictures are not read on this channel yet]")
-	case "file", "video":
-		parts = append(parts, "[a "+m.MsgType+"; files are not read on this channel yet]")
 	}
-	return strings.TrimSpace(strings.Join(parts, "\n"))
+	text := strings.TrimSpace(strings.Join(parts, "\n"))
+	if group {
+		text = stripMention(text)
+	}
+	return text
+}
+
+// stripMention takes a leading "@name" (the bot's mention) off a group
+// message: WeCom delivers a group message to the bot only when it is
+// mentioned, and the mention is not part of the question.
+func stripMention(text string) string {
+	if !strings.HasPrefix(text, "@") {
+		return text
+	}
+	i := strings.IndexAny(text, " \u2005\u00a0\n\t")
+	if i < 0 {
+		return text // only a mention: kept, so the turn is not empty
+	}
+	if rest := strings.TrimSpace(strings.TrimLeft(text[i:], " \u2005\u00a0")); rest != "" {
+		return rest
+	}
+	return text
 }
 
 // Send queues text for a user ("zhangsan") or a group chat

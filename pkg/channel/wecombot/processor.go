@@ -10,7 +10,9 @@ import (
 
 	"agent/pkg/channel/gate"
 	"agent/pkg/channel/mailbox"
+	"agent/pkg/channel/upload"
 	"agent/pkg/conversation"
+	"agent/pkg/llm"
 	"agent/pkg/pairing"
 	"agent/pkg/wecom/aibot"
 )
@@ -140,16 +142,41 @@ func (p *processor) turn(ctx context.Context, rows []mailbox.Row) error {
 	if handled, err := p.gate(ctx, rows, user, group); err != nil || handled {
 		return err
 	}
-	var texts []string
+	var texts, notices []string
+	var images []llm.Part
+	substantive := false // notes on failed media alone make no turn
 	for _, row := range rows {
 		if t := strings.TrimSpace(row.Content); t != "" {
 			texts = append(texts, t)
+			substantive = true
+		}
+		var rs stored
+		_ = json.Unmarshal([]byte(row.Raw), &rs)
+		for i, ref := range rs.Media {
+			res := p.media(ctx, row, rs.MsgID, i, ref, len(images))
+			if ctx.Err() != nil {
+				return ctx.Err() // stopping: stays pending
+			}
+			if t := strings.TrimSpace(res.Text); t != "" {
+				texts = append(texts, t)
+				substantive = substantive || !res.Note
+			}
+			if res.Image != nil {
+				images = append(images, *res.Image)
+			}
+			if res.Notice != "" {
+				notices = append(notices, res.Notice)
+			}
 		}
 	}
-	if len(texts) == 0 {
-		return p.commit(ctx, rows, mailbox.InIgnored, "")
+	if !substantive && len(images) == 0 {
+		state := mailbox.InIgnored
+		if len(notices) > 0 {
+			state = mailbox.InDone
+		}
+		return p.commit(ctx, rows, state, strings.Join(notices, "\n\n"))
 	}
-	in := conversation.Inbound{Channel: scope, Profile: scope, ChatType: conversation.P2P, Sender: r.Sender, Text: strings.Join(texts, "\n")}
+	in := conversation.Inbound{Channel: scope, Profile: scope, ChatType: conversation.P2P, Sender: r.Sender, Text: strings.Join(texts, "\n"), Images: images}
 	if r.ChatID != "" {
 		in.ChatType, in.ChatID = conversation.Group, r.ChatID
 	}
@@ -164,7 +191,7 @@ func (p *processor) turn(ctx context.Context, rows []mailbox.Row) error {
 		in.Stream = st.add
 	}
 	var mu sync.Mutex
-	var replies []string
+	replies := notices // the user reads why an attachment was not read first
 	done, err := p.conv.Handle(ctx, in, func(_ context.Context, text string) error {
 		mu.Lock()
 		replies = append(replies, text)
@@ -227,6 +254,7 @@ func (p *processor) gate(ctx context.Context, rows []mailbox.Row, user, group st
 	if err := tx.Commit(); err != nil {
 		return false, fmt.Errorf("policy: commit: %w", err)
 	}
+	p.dropMedia(rows)
 	p.b.outbox.Wake()
 	return true, nil
 }
@@ -255,6 +283,7 @@ func (p *processor) commit(ctx context.Context, rows []mailbox.Row, state int, p
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit turn: %w", err)
 	}
+	p.dropMedia(rows)
 	if push != "" {
 		p.b.outbox.Wake()
 	}
@@ -267,4 +296,36 @@ func ids(rows []mailbox.Row) []int64 {
 		out[i] = r.ID
 	}
 	return out
+}
+
+// media fetches (or waits for) the i-th resource of a stored message and
+// keeps it in the sender's uploads, as the app channel does.
+func (p *processor) media(ctx context.Context, r mailbox.Row, msgID string, i int, ref mediaRef, images int) upload.Result {
+	if p.b.keeper.Store == nil {
+		return upload.Result{Text: fmt.Sprintf("[The user sent a %s that could not be kept.]", upload.What(ref.Kind)), Note: true}
+	}
+	p.b.media.wait(ctx, msgID)
+	data, name, err := p.b.media.get(ctx, msgID, i, ref)
+	if err != nil {
+		if ctx.Err() != nil {
+			return upload.Result{}
+		}
+		p.b.logger.Warn("wecom_bot media not read", "sender", r.Sender, "msgid", msgID, "kind", ref.Kind, "err", err)
+		return mediaFailure(ref.Kind, err)
+	}
+	id := msgID
+	if i > 0 {
+		id = fmt.Sprintf("%s-%d", msgID, i)
+	}
+	return p.b.keeper.Keep(scope+":"+r.Sender, upload.Media{Kind: ref.Kind, MsgID: id, Row: r.ID, Received: r.Received, FileName: name}, data, images)
+}
+
+// dropMedia deletes the spool entries of committed rows.
+func (p *processor) dropMedia(rows []mailbox.Row) {
+	for _, r := range rows {
+		var rs stored
+		if json.Unmarshal([]byte(r.Raw), &rs) == nil && len(rs.Media) > 0 {
+			p.b.media.drop(rs.MsgID, len(rs.Media))
+		}
+	}
 }

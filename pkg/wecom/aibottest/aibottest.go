@@ -43,14 +43,20 @@ type Server struct {
 	issued   map[*websocket.Conn]map[string]bool // req_ids of the callbacks sent on each connection
 	changed  chan struct{}                       // closed and replaced on every change
 	wmu      map[*websocket.Conn]*sync.Mutex
+	media    map[string]*served // path -> an encrypted resource (media.go)
 }
 
 // New starts the server; it stops when the test ends.
 func New(tb testing.TB) *Server {
 	tb.Helper()
-	s := &Server{tb: tb, failNext: map[string]*aibot.Error{}, silent: map[string]bool{}, issued: map[*websocket.Conn]map[string]bool{}, changed: make(chan struct{}), wmu: map[*websocket.Conn]*sync.Mutex{}}
+	s := &Server{tb: tb, failNext: map[string]*aibot.Error{}, silent: map[string]bool{}, issued: map[*websocket.Conn]map[string]bool{},
+		changed: make(chan struct{}), wmu: map[*websocket.Conn]*sync.Mutex{}, media: map[string]*served{}}
 	up := websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }}
 	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, mediaPath) {
+			s.serveMedia(w, r)
+			return
+		}
 		ws, err := up.Upgrade(w, r, nil)
 		if err != nil {
 			return
@@ -253,11 +259,8 @@ func (s *Server) Callback(cmd string, body any) string {
 // Text sends a text message from user in chat (chatType "single" or
 // "group"; chat "" for a single chat) and returns its req_id.
 func (s *Server) Text(msgID, user, chatType, chat, text string) string {
-	body := map[string]any{"msgid": msgID, "create_time": time.Now().Unix(), "aibotid": BotID, "chattype": chatType,
-		"from": map[string]string{"userid": user}, "msgtype": "text", "text": map[string]string{"content": text}}
-	if chat != "" {
-		body["chatid"] = chat
-	}
+	body := s.body(msgID, user, chatType, chat, "text")
+	body["text"] = map[string]string{"content": text}
 	return s.Callback(aibot.CmdMsgCallback, body)
 }
 
