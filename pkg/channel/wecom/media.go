@@ -105,4 +105,3 @@ func (p *Processor) transcribe(ctx context.Context, b *batch, data []byte, rel s
 	}
 	return upload.Result{Text: "[voice message, transcribed] " + text}
 }
-

@@ -34,9 +34,9 @@ import (
 
 // Bounds of the media of one message and of the spool.
 const (
-	maxResources = 8       // per message; the rest are named, not fetched
-	maxURL       = 2048    // bytes of a resource URL
-	maxAESKey    = 64      // bytes of a base64 key (44 for 32 bytes)
+	maxResources = 8    // per message; the rest are named, not fetched
+	maxURL       = 2048 // bytes of a resource URL
+	maxAESKey    = 64   // bytes of a base64 key (44 for 32 bytes)
 	spoolBytes   = 256 << 20
 	spoolMaxAge  = 24 * time.Hour
 	fetchTime    = time.Minute
