@@ -160,7 +160,7 @@ func TestMediaRefsBounded(t *testing.T) {
 func TestStripMention(t *testing.T) {
 	for in, want := range map[string]string{
 		"@bot hello":          "hello",
-		"@机器人\u2005今天天气":       "今天天气",
+		"@机器人\u2005今天天气":      "今天天气",
 		"@bot":                "@bot",
 		"hello @bot":          "hello @bot",
 		"@bot\n  two lines\n": "two lines",
