@@ -176,6 +176,9 @@ type Input struct {
 	Images []llm.Part // image parts (llm.ImagePart), sent after Text
 	// Verbose emits step, tool-call and tool-result events (/verbose on).
 	Verbose bool
+	// Progress emits tool-call and tool-result events (a channel shows
+	// them as status lines while the reply is written).
+	Progress bool
 	// Stream asks the model for a streamed reply and emits its text as
 	// EventText fragments.
 	Stream bool
@@ -251,7 +254,7 @@ func (a *Agent) Turn(ctx context.Context, in Input, emit func(Event)) (Output, e
 		emit = func(Event) {}
 	}
 	verbose := func(e Event) {
-		if in.Verbose {
+		if in.Verbose || (in.Progress && (e.Kind == EventToolCall || e.Kind == EventToolResult)) {
 			emit(e)
 		}
 	}

@@ -156,7 +156,8 @@ func (o *observedTurner) Turn(ctx context.Context, in agent.Input, emit func(age
 				o.h.toolFails.Inc()
 			}
 		}
-		if emit != nil && (verbose || e.Kind == agent.EventText) {
+		progress := in.Progress && (e.Kind == agent.EventToolCall || e.Kind == agent.EventToolResult)
+		if emit != nil && (verbose || progress || e.Kind == agent.EventText) {
 			emit(e)
 		}
 	}

@@ -46,6 +46,18 @@ type Inbound struct {
 	// text fragments as they arrive (voice); the whole reply still goes
 	// to Reply.
 	Stream func(fragment string)
+	// Progress, when set, is told when a tool starts and ends (a channel
+	// shows short status lines while the reply is written). It gets the
+	// tool's name, never its arguments or result.
+	Progress func(ToolProgress)
+}
+
+// ToolProgress is one tool's step in a turn.
+type ToolProgress struct {
+	Tool   string
+	Done   bool          // false: starting
+	Failed bool          // ended with an error
+	Took   time.Duration // when Done
 }
 
 // Reply delivers one message to the user who wrote the inbound message.
@@ -179,12 +191,19 @@ func (s *Service) turn(ctx context.Context, key session.Key, in Inbound, reply R
 			}
 		}
 	}
-	if in.Stream != nil {
+	if in.Stream != nil || in.Progress != nil {
 		verboseEmit := emit
 		emit = func(e agent.Event) {
-			if e.Kind == agent.EventText {
+			switch {
+			case e.Kind == agent.EventText && in.Stream != nil:
 				in.Stream(e.Text)
-			} else if verboseEmit != nil {
+				return
+			case e.Kind == agent.EventToolCall && in.Progress != nil:
+				in.Progress(ToolProgress{Tool: e.Tool})
+			case e.Kind == agent.EventToolResult && in.Progress != nil:
+				in.Progress(ToolProgress{Tool: e.Tool, Done: true, Failed: e.IsError, Took: e.Duration})
+			}
+			if verboseEmit != nil {
 				verboseEmit(e)
 			}
 		}
@@ -196,7 +215,7 @@ func (s *Service) turn(ctx context.Context, key session.Key, in Inbound, reply R
 	start := time.Now()
 	out, err := s.d.Agent.Turn(ctx, agent.Input{
 		Key: key, User: in.Sender, Channel: in.Channel, Profile: profile, Fast: in.Fast, Text: text, Verbose: verbose,
-		Stream: in.Stream != nil, Images: in.Images,
+		Stream: in.Stream != nil, Progress: in.Progress != nil, Images: in.Images,
 	}, emit)
 	userID := in.Channel + ":" + in.Sender
 	s.usage.Add(userID, out.Usage)

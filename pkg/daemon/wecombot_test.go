@@ -116,7 +116,13 @@ func TestWeComBotThroughDaemon(t *testing.T) {
 	}
 	// The model's message tool reaches the user by push (aibot_send_msg).
 	req = bot.Text("m3", "zhangsan", "single", "", "tell me later")
-	waitFinished(t, bot, req)
+	status := false // the tool's step showed as a status line
+	for _, f := range waitFinished(t, bot, req) {
+		status = status || (!f.Stream.Finish && (strings.Contains(f.Stream.Content, "⏳ message") || strings.Contains(f.Stream.Content, "✓ message")))
+	}
+	if !status {
+		t.Fatalf("no status line for the message tool: %+v", replyFrames(bot, req))
+	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		var pushed []string

@@ -189,6 +189,7 @@ func (p *processor) turn(ctx context.Context, rows []mailbox.Row) error {
 		st = newStream(p.b, sr.ReqID, "s_"+sr.MsgID, p.every, p.limit)
 		st.start(ctx)
 		in.Stream = st.add
+		in.Progress = st.progress
 	}
 	var mu sync.Mutex
 	replies := notices // the user reads why an attachment was not read first

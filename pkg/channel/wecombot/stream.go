@@ -2,10 +2,13 @@ package wecombot
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	"agent/pkg/clip"
+	"agent/pkg/conversation"
 	"agent/pkg/wecom/aibot"
 )
 
@@ -29,7 +32,8 @@ type stream struct {
 	every, limit time.Duration
 
 	mu      sync.Mutex
-	model   string // the model's text as it streams
+	model   string   // the model's text as it streams
+	steps   []string // status lines of the turn's tools, newest last
 	reply   string // the turn's replies so far
 	shown   string // what the last frame carried
 	opened  time.Time
@@ -58,6 +62,39 @@ func (s *stream) add(fragment string) {
 	}
 }
 
+// maxSteps is how many status lines a stream shows.
+const maxSteps = 3
+
+// progress is conversation.Inbound.Progress: a tool started or ended. The
+// stream shows the last few as status lines above the text; the finished
+// reply drops them.
+func (s *stream) progress(p conversation.ToolProgress) {
+	line := "⏳ " + p.Tool + "…"
+	switch {
+	case p.Done && p.Failed:
+		line = "✗ " + p.Tool + " failed"
+	case p.Done:
+		line = fmt.Sprintf("✓ %s (%s)", p.Tool, p.Took.Round(100*time.Millisecond))
+	}
+	s.mu.Lock()
+	first := len(s.steps) == 0
+	if n := len(s.steps); p.Done && n > 0 && s.steps[n-1] == "⏳ "+p.Tool+"…" {
+		s.steps[n-1] = line
+	} else {
+		s.steps = append(s.steps, line)
+	}
+	if len(s.steps) > maxSteps {
+		s.steps = append(s.steps[:0], s.steps[len(s.steps)-maxSteps:]...)
+	}
+	s.mu.Unlock()
+	if first {
+		select {
+		case s.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
 // setReply records the turn's replies so far (they replace the model's
 // streamed text: a reply is the finished text).
 func (s *stream) setReply(text string) {
@@ -70,11 +107,15 @@ func (s *stream) current() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t := s.reply
-	if t == "" {
-		t = s.model
+	if t != "" {
+		return clip.Bytes(t, maxStreamBytes)
 	}
+	t = s.model
 	if t == "" {
 		t = thinkingText
+	}
+	if len(s.steps) > 0 {
+		t = strings.Join(s.steps, "\n") + "\n\n" + t
 	}
 	return clip.Bytes(t, maxStreamBytes)
 }

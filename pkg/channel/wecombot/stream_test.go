@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"agent/pkg/clock"
+	"agent/pkg/conversation"
 	"agent/pkg/wecom/aibot"
 	"agent/pkg/wecom/aibottest"
 )
@@ -123,5 +124,39 @@ func TestStreamLimit(t *testing.T) {
 	}
 	if rest := s.finish(ctx, "All 40 files done."); rest != "All 40 files done." {
 		t.Fatalf("the answer after the limit goes by push, got %q", rest)
+	}
+}
+
+// Tool steps show as status lines above the text while the turn runs
+// (names only, never arguments), at most maxSteps of them; the finished
+// reply drops them.
+func TestStreamToolStatusLines(t *testing.T) {
+	b, srv, clk := streamRig(t)
+	req := srv.Text("m3", "u", "single", "", "find it")
+	s := newStream(b, req, "s3", 400*time.Millisecond, 330*time.Second)
+	ctx := context.Background()
+	s.start(ctx)
+	settle(t, srv, clk, 0, 1)
+	s.progress(conversation.ToolProgress{Tool: "web_search"})
+	settle(t, srv, clk, 0, 2) // the first status at once
+	s.progress(conversation.ToolProgress{Tool: "web_search", Done: true, Took: 1234 * time.Millisecond})
+	s.progress(conversation.ToolProgress{Tool: "web_fetch"})
+	s.progress(conversation.ToolProgress{Tool: "web_fetch", Done: true, Failed: true})
+	s.progress(conversation.ToolProgress{Tool: "read_file"})
+	s.progress(conversation.ToolProgress{Tool: "exec"})
+	s.add("Found")
+	settle(t, srv, clk, 400*time.Millisecond, 3)
+	if rest := s.finish(ctx, "Found it."); rest != "" {
+		t.Fatalf("finish left %q", rest)
+	}
+	cs := contents(srv)
+	if cs[1] != "⏳ web_search…\n\n…" {
+		t.Fatalf("first status frame %q", cs[1])
+	}
+	if want := "✗ web_fetch failed\n⏳ read_file…\n⏳ exec…\n\nFound"; cs[2] != want {
+		t.Fatalf("status frame %q, want %q", cs[2], want)
+	}
+	if cs[len(cs)-1] != "Found it. [finish]" {
+		t.Fatalf("final frame %q", cs[len(cs)-1])
 	}
 }
