@@ -137,6 +137,12 @@ func TestWeComBotThroughDaemon(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	mt := get(t, "http://"+addr+"/metrics")
+	for _, want := range []string{`agent_wecom_bot_stream_seconds_count{end="finished"} 3`, `agent_wecom_bot_stream_seconds_count{end="limit"} 0`, "agent_wecom_bot_connected 1"} {
+		if !strings.Contains(mt, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
 	hz := getHealthz(t, addr)
 	if !strings.Contains(hz, `"channel_wecom_bot_connection"`) {
 		t.Fatalf("/healthz lacks the connection: %s", hz)

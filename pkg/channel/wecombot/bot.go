@@ -27,6 +27,7 @@ import (
 	"agent/pkg/clip"
 	"agent/pkg/clock"
 	"agent/pkg/health"
+	"agent/pkg/metrics"
 	"agent/pkg/wecom/aibot"
 )
 
@@ -55,9 +56,23 @@ type Bot struct {
 	clock   clock.Clock
 	welcome string
 
+	// streams observes how long reply streams stayed open, by how they
+	// ended (finished, limit, broken); nil without metrics.
+	streams map[string]*metrics.Histogram
+
 	mu     sync.Mutex
 	runCtx context.Context // Run's: downloads outlive a connection
 }
+
+// Ends of a reply stream (the stream-duration metric's label).
+const (
+	endFinished = "finished" // the reply went out in the stream
+	endLimit    = "limit"    // closed before WeCom's limit; the rest by push
+	endBroken   = "broken"   // a frame failed; the reply by push
+)
+
+// streamBuckets are the stream-duration histogram's bounds, in seconds.
+var streamBuckets = []float64{0.5, 1, 2, 5, 10, 20, 30, 60, 120, 240, 330, 360}
 
 // Build makes the channel when wecom_bot.enabled (channel.Build).
 func Build(_ context.Context, h channel.Host) (channel.Channel, error) {
@@ -108,6 +123,11 @@ func New(h channel.Host, o Options) (*Bot, error) {
 			func() float64 { return float64(b.client.Status().FramesOut) })
 		h.Metrics.GaugeFunc("agent_wecom_bot_reconnects", "Reconnections of the WeCom AI Bot connection since start.", nil,
 			func() float64 { return float64(b.client.Status().Reconnects) })
+		b.streams = map[string]*metrics.Histogram{}
+		for _, end := range []string{endFinished, endLimit, endBroken} {
+			b.streams[end] = h.Metrics.Histogram("agent_wecom_bot_stream_seconds", "How long WeCom AI Bot reply streams stayed open (first frame to the last), by how they ended.",
+				metrics.Labels{"end": end}, streamBuckets)
+		}
 		h.Metrics.GaugeFunc("agent_wecom_bot_connected", "1 while the WeCom AI Bot connection is subscribed.", nil,
 			func() float64 {
 				if b.client.Status().State == aibot.StateReady {

@@ -34,8 +34,8 @@ type stream struct {
 	mu      sync.Mutex
 	model   string   // the model's text as it streams
 	steps   []string // status lines of the turn's tools, newest last
-	reply   string // the turn's replies so far
-	shown   string // what the last frame carried
+	reply   string   // the turn's replies so far
+	shown   string   // what the last frame carried
 	opened  time.Time
 	broken  bool // a frame failed: the reply goes by push
 	expired bool // the limit came first: finished with a note
@@ -183,25 +183,41 @@ func (s *stream) start(ctx context.Context) {
 func (s *stream) finish(ctx context.Context, full string) string {
 	close(s.done)
 	<-s.stopped
+	rest, end := s.last(ctx, full)
+	s.mu.Lock()
+	opened := s.opened
+	s.mu.Unlock()
+	if h := s.b.streams[end]; h != nil && !opened.IsZero() {
+		h.Observe(s.b.clock.Now().Sub(opened).Seconds())
+	}
+	return rest
+}
+
+// last sends the final frame and says how the stream ended.
+func (s *stream) last(ctx context.Context, full string) (rest, end string) {
 	s.mu.Lock()
 	broken, expired := s.broken, s.expired
 	s.mu.Unlock()
 	switch {
-	case broken || expired:
-		return full
+	case broken:
+		return full, endBroken
+	case expired:
+		return full, endLimit
 	case full == "":
-		s.frame(ctx, "(no answer)", true)
-		return ""
+		if !s.frame(ctx, "(no answer)", true) {
+			return "", endBroken
+		}
+		return "", endFinished
 	case len(full) > maxStreamBytes:
 		if s.frame(ctx, clip.Bytes(full, maxStreamBytes-len(continuedNote))+continuedNote, true) {
-			return full
+			return full, endLimit
 		}
-		return full
+		return full, endBroken
 	}
 	if !s.frame(ctx, full, true) {
-		return full
+		return full, endBroken
 	}
-	return ""
+	return "", endFinished
 }
 
 // abandon stops the stream without finishing it (the daemon is stopping:
