@@ -56,3 +56,18 @@ func TestDaemonReportsRestartingChannel(t *testing.T) {
 		t.Fatalf("healthy channels: %+v", r)
 	}
 }
+
+// wecom_bot with no daemon running says doctor cannot check the
+// connection (it does not dial WeCom itself). Missing credentials are the
+// config check's (validation refuses them).
+func TestWeComBotCheckOffline(t *testing.T) {
+	e := baseEnv(t, "[wecom_bot]\nenabled = true\nbot_id = \"b1\"\nsecret = \"s1\"\n", nil)
+	r := e.checkWeComBot(context.Background())
+	if r.Level != Warn || !strings.Contains(r.Detail, "not running") {
+		t.Fatalf("no daemon: %+v", r)
+	}
+	e = baseEnv(t, "", nil)
+	if r := e.checkWeComBot(context.Background()); r.Level != OK || r.Detail != "disabled" {
+		t.Fatalf("disabled: %+v", r)
+	}
+}

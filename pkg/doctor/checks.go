@@ -81,6 +81,7 @@ func Checks(e Env) []Check {
 		Check{"voice_vad", e.checkVAD},
 		Check{"llm", e.checkLLM},
 		Check{"wecom", e.checkWeCom},
+		Check{"wecom_bot", e.checkWeComBot}, // wecombot.go
 		Check{"http_access", e.checkAccess}, // access.go
 		Check{"mcp", e.checkMCP},
 		Check{"web", e.checkWeb},                  // web.go
@@ -391,7 +392,7 @@ func (e Env) checkDaemon(ctx context.Context) Result {
 		// backoff and reported degraded: the daemon is healthy, the
 		// channel is not.
 		for _, c := range st.Checks {
-			if name, ok := strings.CutPrefix(c.Name, "channel_"); ok && c.Status != "ok" {
+			if name, ok := strings.CutPrefix(c.Name, "channel_"); ok && c.Status != "ok" && c.Name != connectionCheck {
 				if res.Level == OK {
 					res.Level = Warn
 				}
