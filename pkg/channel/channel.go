@@ -101,6 +101,13 @@ type Aliased interface {
 	Aliases() []string
 }
 
+// Claimer is a channel that takes some recipients of another channel's
+// name even when that channel is enabled: the ones only it can reach (the
+// WeCom AI Bot's group chats, which the app channel cannot message).
+type Claimer interface {
+	Claims(ctx context.Context, name, to string) bool
+}
+
 // Streamer is a channel that can show a reply while it is being written:
 // Stream returns a writer whose every Update replaces the text shown so far
 // and whose Finish ends it.

@@ -98,10 +98,31 @@ func (s *Set) All() []Channel {
 	return slices.Clone(s.list)
 }
 
+// route is the channel that delivers to recipient to of channel name: one
+// that claims it (Claimer), else the channel of that name (Get).
+func (s *Set) route(ctx context.Context, name, to string) (Channel, bool) {
+	for _, c := range s.All() {
+		if cl, ok := c.(Claimer); ok && c.Name() != name && s.claims(ctx, cl, name, to) {
+			return c, true
+		}
+	}
+	return s.Get(name)
+}
+
+// claims asks a Claimer, a panic counting as no.
+func (s *Set) claims(ctx context.Context, cl Claimer, name, to string) (ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	return cl.Claims(ctx, name, to)
+}
+
 // Send delivers text to user to of the channel called name. A panic in
 // the channel is its error, not the caller's crash.
 func (s *Set) Send(ctx context.Context, name, to, text string) (err error) {
-	c, ok := s.Get(name)
+	c, ok := s.route(ctx, name, to)
 	if !ok {
 		return notConnected(name)
 	}
@@ -112,7 +133,7 @@ func (s *Set) Send(ctx context.Context, name, to, text string) (err error) {
 // SendMedia delivers a file or link card to user to of the channel called
 // name, when it can send media (MediaSender).
 func (s *Set) SendMedia(ctx context.Context, name, to string, m Media) (err error) {
-	c, ok := s.Get(name)
+	c, ok := s.route(ctx, name, to)
 	if !ok {
 		return notConnected(name)
 	}

@@ -201,3 +201,50 @@ func TestPanicsInAChannelAreItsErrors(t *testing.T) {
 		t.Errorf("unknown channel: %v", err)
 	}
 }
+
+// claimingChannel takes the recipients of name that start with prefix.
+type claimingChannel struct {
+	testChannel
+	claims string // "name:prefix"
+	panics bool
+}
+
+func (c *claimingChannel) Claims(_ context.Context, name, to string) bool {
+	if c.panics {
+		panic("claims")
+	}
+	n, prefix, _ := strings.Cut(c.claims, ":")
+	return name == n && strings.HasPrefix(to, prefix)
+}
+
+// A channel that claims some recipients of another channel's name gets
+// them even while that channel is enabled (the AI Bot's group chats); the
+// rest still go to the named channel. A claimer that panics claims
+// nothing.
+func TestClaimedRecipients(t *testing.T) {
+	s, _ := NewSet(nil, nil)
+	app := &testChannel{name: "wecom", sent: make(chan string, 4)}
+	bot := &claimingChannel{testChannel: testChannel{name: "wecom_bot", sent: make(chan string, 4)}, claims: "wecom:group:"}
+	bad := &claimingChannel{testChannel: testChannel{name: "broken", sent: make(chan string, 4)}, panics: true}
+	for _, c := range []Channel{app, bad, bot} {
+		if err := s.Add(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	if err := s.Send(ctx, "wecom", "group:wecom:c1", "to the group"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Send(ctx, "wecom", "alice", "to alice"); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-bot.sent; got != "group:wecom:c1: to the group" {
+		t.Fatalf("bot got %q", got)
+	}
+	if got := <-app.sent; got != "alice: to alice" {
+		t.Fatalf("app got %q", got)
+	}
+	if len(bot.sent)+len(app.sent)+len(bad.sent) != 0 {
+		t.Fatal("a message went twice")
+	}
+}

@@ -252,6 +252,9 @@ INSERT INTO sqlite_sequence(name, seq) VALUES
 	('outbox', max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'wecom_outbox'), 0), coalesce((SELECT max(id) FROM outbox), 0)));
 DROP TABLE wecom_inbox;
 DROP TABLE wecom_outbox;`},
+	// Whether an id is a group chat a channel has had messages from (the
+	// WeCom AI Bot routes sends to its groups by it) without a scan.
+	{Name: "inbox_chat", SQL: `CREATE INDEX inbox_chat ON inbox(channel, chat_id);`},
 }
 
 // SchemaVersion is the version this binary writes.

@@ -41,6 +41,7 @@ const scope = "wecom"
 var (
 	_ channel.Channel = (*Bot)(nil)
 	_ channel.Aliased = (*Bot)(nil)
+	_ channel.Claimer = (*Bot)(nil)
 )
 
 // Bot is the running channel.
@@ -145,6 +146,16 @@ func (b *Bot) Name() string { return Name }
 // Aliases: with no app channel, "wecom" users are reached through the bot
 // (the message tool, scheduled jobs, notices).
 func (b *Bot) Aliases() []string { return []string{scope} }
+
+// Claims the "wecom" recipients only the bot reaches: group chats (the app
+// channel messages users, never groups), even when the app channel is on.
+func (b *Bot) Claims(ctx context.Context, name, to string) bool {
+	if name != scope {
+		return false
+	}
+	to = strings.TrimPrefix(to, scope+":")
+	return strings.HasPrefix(to, "group:"+scope+":") || (to != "" && !strings.HasPrefix(to, "group:") && b.isGroup(ctx, to))
+}
 
 // Routes: none; the bot dials out.
 func (b *Bot) Routes() []channel.Route { return nil }

@@ -45,3 +45,29 @@ func TestHandleStoresBoundedRows(t *testing.T) {
 		t.Fatalf("stored %d bytes of content, raw %q", len(rows[0].Content), rows[0].Raw)
 	}
 }
+
+// The bot claims the "wecom" recipients only it can reach: group chats it
+// has had messages from, or named as groups; users stay the app
+// channel's.
+func TestClaimsGroupsOnly(t *testing.T) {
+	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), store.FileName), nil, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	b := &Bot{inbox: mailbox.NewInbox(st.DB(), Name, nil), logger: slog.New(slog.DiscardHandler), clock: clock.Real()}
+	b.host.DB = st.DB()
+	b.media = newFetcher(filepath.Join(t.TempDir(), "spool"), true, nil, b.logger)
+	body, _ := json.Marshal(map[string]any{"msgid": "g1", "chattype": "group", "chatid": "chat-7",
+		"from": map[string]string{"userid": "lisi"}, "msgtype": "text", "text": map[string]string{"content": "@bot hi"}})
+	ctx := context.Background()
+	b.handle(ctx, aibot.Frame{Cmd: aibot.CmdMsgCallback, Headers: aibot.Headers{ReqID: "r1"}, Body: body})
+	for to, want := range map[string]bool{"chat-7": true, "wecom:chat-7": true, "group:wecom:chat-x": true, "lisi": false, "wecom:lisi": false, "": false} {
+		if got := b.Claims(ctx, "wecom", to); got != want {
+			t.Errorf("Claims(wecom, %q) = %v, want %v", to, got, want)
+		}
+	}
+	if b.Claims(ctx, "voice", "chat-7") {
+		t.Error("claimed another channel's recipient")
+	}
+}
