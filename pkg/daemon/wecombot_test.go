@@ -212,3 +212,47 @@ func testLogger() *slog.Logger {
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
+
+// Under the pairing policy a stranger on the bot gets a code by push and
+// no turn; a picture they sent is neither kept in a folder nor left in
+// the spool.
+func TestWeComBotStrangerGetsCode(t *testing.T) {
+	llmSrv := llmtest.NewFunc(t, func(*llmtest.Request) llmtest.Reply { return llmtest.Reply{Chunks: []string{"hi"}} })
+	bot := aibottest.New(t)
+	dir := t.TempDir()
+	cfg := strings.Replace(botConfig(llmSrv.BaseURL(), bot.URL()), `dm_policy = "open"`, `dm_policy = "pairing"`, 1)
+	_, stop := startDaemonIn(t, dir, cfg)
+	defer stop()
+	if !bot.WaitReady(20 * time.Second) {
+		t.Fatal("the daemon did not subscribe")
+	}
+	u, k := bot.Serve([]byte("\x89PNG\r\n\x1a\nnot really"), "")
+	bot.Media("s1", "stranger", "single", "", "image", u, k)
+	if _, ok := bot.Await(20*time.Second, 0, func(f aibot.Frame) bool {
+		return f.Cmd == aibot.CmdSend && strings.Contains(string(f.Body), `"chatid":"stranger"`) && strings.Contains(string(f.Body), "agentctl pair approve")
+	}); !ok {
+		t.Fatal("the stranger got no pairing code")
+	}
+	if n := llmSrv.Count(); n != 0 {
+		t.Fatalf("%d model calls for a stranger", n)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ents, _ := os.ReadDir(filepath.Join(dir, "var", "wecom_bot", "media"))
+		if len(ents) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the stranger's picture stayed in the spool: %d entries", len(ents))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ws", "files")); err == nil {
+		ents, _ := os.ReadDir(filepath.Join(dir, "ws", "files"))
+		for _, e := range ents {
+			if strings.Contains(e.Name(), "stranger") {
+				t.Fatalf("a folder was made for the stranger: %s", e.Name())
+			}
+		}
+	}
+}

@@ -7,6 +7,9 @@ package gate
 
 import (
 	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
 	"slices"
 
 	"agent/pkg/pairing"
@@ -89,4 +92,47 @@ func (g Gate) Admit(ctx context.Context, q pairing.Execer, req Request) (Decisio
 		}
 	}
 	return Decision{Verdict: pairing.Allow}, nil
+}
+
+// Batch is what Screen does with a conversation's stored messages when
+// the gate does not admit them, inside Screen's transaction.
+type Batch struct {
+	// Code queues the pairing-code message to a stranger (NewCode).
+	Code func(tx *sql.Tx, code string) error
+	// Ignore marks the messages as handled without a turn (every refusal).
+	Ignore func(tx *sql.Tx) error
+}
+
+// Screen admits req for a batch of stored messages, in one transaction:
+// a stranger's code and the marking of their messages are committed
+// together. handled means the batch needs no turn (a code was queued, or
+// the messages were dropped); the caller then wakes its outbox.
+func (g Gate) Screen(ctx context.Context, db *sql.DB, req Request, b Batch, logger *slog.Logger) (handled bool, err error) {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return false, fmt.Errorf("policy: %w", err)
+	}
+	defer tx.Rollback()
+	d, err := g.Admit(ctx, tx, req)
+	if err != nil {
+		return false, err
+	}
+	switch d.Verdict {
+	case pairing.Allow:
+		return false, nil
+	case pairing.NewCode:
+		logger.Info("stranger got a pairing code", "user", d.Principal, "code", d.Code)
+		if err := b.Code(tx, d.Code); err != nil {
+			return false, err
+		}
+	default:
+		logger.Info("message dropped by the DM policy", "user", d.Principal, "group", req.Group, "verdict", d.Verdict.String())
+	}
+	if err := b.Ignore(tx); err != nil {
+		return false, err
+	}
+	if err := tx.Commit(); err != nil {
+		return false, fmt.Errorf("policy: commit: %w", err)
+	}
+	return true, nil
 }

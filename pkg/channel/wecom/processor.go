@@ -350,34 +350,14 @@ func (p *Processor) await(ctx context.Context, b *batch, done <-chan struct{}) e
 // stranger's code and its message are committed together); handled means
 // the batch needs no turn.
 func (p *Processor) gate(ctx context.Context, b *batch, user, group string) (handled bool, err error) {
-	tx, err := p.db.BeginTx(ctx, nil)
-	if err != nil {
-		return false, fmt.Errorf("policy: %w", err)
+	handled, err = p.policy.Screen(ctx, p.db, gate.Request{Principals: []string{user}, Group: group}, gate.Batch{
+		Code:   func(tx *sql.Tx, code string) error { return p.cfg.Outbox.enqueueTx(ctx, tx, b.sender, pairing.CodeText(code)) },
+		Ignore: func(tx *sql.Tx) error { return p.cfg.Inbox.mark(ctx, tx, inboxIgnored, p.clock.Now(), b.rows) },
+	}, p.logger)
+	if handled {
+		p.cfg.Outbox.Wake()
 	}
-	defer tx.Rollback()
-	d, err := p.policy.Admit(ctx, tx, gate.Request{Principals: []string{user}, Group: group})
-	if err != nil {
-		return false, err
-	}
-	switch d.Verdict {
-	case pairing.Allow:
-		return false, nil
-	case pairing.NewCode:
-		p.logger.Info("wecom stranger got a pairing code", "user", user, "code", d.Code)
-		if err := p.cfg.Outbox.enqueueTx(ctx, tx, b.sender, pairing.CodeText(d.Code)); err != nil {
-			return false, err
-		}
-	default:
-		p.logger.Info("wecom message dropped by the DM policy", "user", user, "group", group, "verdict", d.Verdict.String(), "messages", len(b.rows))
-	}
-	if err := p.cfg.Inbox.mark(ctx, tx, inboxIgnored, p.clock.Now(), b.rows); err != nil {
-		return false, err
-	}
-	if err := tx.Commit(); err != nil {
-		return false, fmt.Errorf("policy: commit: %w", err)
-	}
-	p.cfg.Outbox.Wake()
-	return true, nil
+	return handled, err
 }
 
 // Deliver sends a media message to a WeCom user. While a turn of that

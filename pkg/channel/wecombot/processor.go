@@ -2,6 +2,7 @@ package wecombot
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -228,36 +229,17 @@ func (p *processor) turn(ctx context.Context, rows []mailbox.Row) error {
 // gate applies the DM policy, as the app channel does: handled means the
 // row needs no turn (a stranger got a pairing code, or was dropped).
 func (p *processor) gate(ctx context.Context, rows []mailbox.Row, user, group string) (bool, error) {
-	r := rows[0]
-	tx, err := p.b.host.DB.BeginTx(ctx, nil)
-	if err != nil {
-		return false, fmt.Errorf("policy: %w", err)
+	handled, err := p.policy.Screen(ctx, p.b.host.DB, gate.Request{Principals: []string{user}, Group: group}, gate.Batch{
+		Code: func(tx *sql.Tx, code string) error {
+			return p.b.outbox.EnqueueTx(ctx, tx, rows[0].Sender, mailbox.Item{Kind: "markdown", Content: pairing.CodeText(code)})
+		},
+		Ignore: func(tx *sql.Tx) error { return p.b.inbox.Mark(ctx, tx, mailbox.InIgnored, p.b.clock.Now(), ids(rows)...) },
+	}, p.b.logger)
+	if handled {
+		p.dropMedia(rows)
+		p.b.outbox.Wake()
 	}
-	defer tx.Rollback()
-	d, err := p.policy.Admit(ctx, tx, gate.Request{Principals: []string{user}, Group: group})
-	if err != nil {
-		return false, err
-	}
-	switch d.Verdict {
-	case pairing.Allow:
-		return false, nil
-	case pairing.NewCode:
-		p.b.logger.Info("wecom_bot stranger got a pairing code", "user", user, "code", d.Code)
-		if err := p.b.outbox.EnqueueTx(ctx, tx, r.Sender, mailbox.Item{Kind: "markdown", Content: pairing.CodeText(d.Code)}); err != nil {
-			return false, err
-		}
-	default:
-		p.b.logger.Info("wecom_bot message dropped by the DM policy", "user", user, "group", group, "verdict", d.Verdict.String())
-	}
-	if err := p.b.inbox.Mark(ctx, tx, mailbox.InIgnored, p.b.clock.Now(), ids(rows)...); err != nil {
-		return false, err
-	}
-	if err := tx.Commit(); err != nil {
-		return false, fmt.Errorf("policy: commit: %w", err)
-	}
-	p.dropMedia(rows)
-	p.b.outbox.Wake()
-	return true, nil
+	return handled, err
 }
 
 // commit marks the row and queues push (a reply the stream could not
