@@ -351,7 +351,9 @@ func (p *Processor) await(ctx context.Context, b *batch, done <-chan struct{}) e
 // the batch needs no turn.
 func (p *Processor) gate(ctx context.Context, b *batch, user, group string) (handled bool, err error) {
 	handled, err = p.policy.Screen(ctx, p.db, gate.Request{Principals: []string{user}, Group: group}, gate.Batch{
-		Code:   func(tx *sql.Tx, code string) error { return p.cfg.Outbox.enqueueTx(ctx, tx, b.sender, pairing.CodeText(code)) },
+		Code: func(tx *sql.Tx, code string) error {
+			return p.cfg.Outbox.enqueueTx(ctx, tx, b.sender, pairing.CodeText(code))
+		},
 		Ignore: func(tx *sql.Tx) error { return p.cfg.Inbox.mark(ctx, tx, inboxIgnored, p.clock.Now(), b.rows) },
 	}, p.logger)
 	if handled {

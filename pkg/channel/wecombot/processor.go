@@ -233,7 +233,9 @@ func (p *processor) gate(ctx context.Context, rows []mailbox.Row, user, group st
 		Code: func(tx *sql.Tx, code string) error {
 			return p.b.outbox.EnqueueTx(ctx, tx, rows[0].Sender, mailbox.Item{Kind: "markdown", Content: pairing.CodeText(code)})
 		},
-		Ignore: func(tx *sql.Tx) error { return p.b.inbox.Mark(ctx, tx, mailbox.InIgnored, p.b.clock.Now(), ids(rows)...) },
+		Ignore: func(tx *sql.Tx) error {
+			return p.b.inbox.Mark(ctx, tx, mailbox.InIgnored, p.b.clock.Now(), ids(rows)...)
+		},
 	}, p.b.logger)
 	if handled {
 		p.dropMedia(rows)
