@@ -267,7 +267,8 @@ func SizeText(n int) string {
 	return fmt.Sprintf("%d bytes", n)
 }
 
-// Clean drops control characters and cuts s to n bytes.
+// Clean drops control characters and cuts s to n bytes (plus a "…" when
+// cut: clip.String).
 func Clean(s string, n int) string {
 	s = strings.Map(func(r rune) rune {
 		if r < 0x20 || r == 0x7f {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"agent/pkg/channel/gate"
+	"agent/pkg/channel/mailbox"
 	"agent/pkg/clock"
 	"agent/pkg/conversation"
 	"agent/pkg/llm"
@@ -73,9 +74,10 @@ type Processor struct {
 	logger *slog.Logger
 	wake   chan struct{}
 
-	mu       sync.Mutex
-	inflight map[string]bool        // conversation keys with a turn running
-	sinks    map[string][]*turnSink // sender -> the outputs of their running turns
+	turns *mailbox.Turns // conversations with a turn running
+
+	mu    sync.Mutex
+	sinks map[string][]*turnSink // sender -> the outputs of their running turns
 }
 
 // turnSink collects what a running turn sends its user, texts and media
@@ -106,8 +108,10 @@ func NewProcessor(cfg ProcessorConfig) *Processor {
 	if cfg.Policy == nil {
 		cfg.Policy = func() pairing.Policy { return pairing.Policy{Mode: pairing.Pairing} }
 	}
-	return &Processor{cfg: cfg, policy: gate.Gate{Pairings: cfg.Pairing, Policy: cfg.Policy}, db: cfg.Inbox.db, clock: cfg.Clock, logger: cfg.Logger,
-		wake: make(chan struct{}, 1), inflight: map[string]bool{}, sinks: map[string][]*turnSink{}}
+	p := &Processor{cfg: cfg, policy: gate.Gate{Pairings: cfg.Pairing, Policy: cfg.Policy}, db: cfg.Inbox.db, clock: cfg.Clock, logger: cfg.Logger,
+		wake: make(chan struct{}, 1), sinks: map[string][]*turnSink{}}
+	p.turns = mailbox.NewTurns(cfg.Clock, cfg.Logger, p.Wake)
+	return p
 }
 
 // Wake makes the processor look at the inbox now (after a message is
@@ -123,10 +127,9 @@ func (p *Processor) Wake() {
 // abandoned uncommitted: its messages stay pending and are processed again
 // after the restart.
 func (p *Processor) Run(ctx context.Context) error {
-	var wg sync.WaitGroup
-	defer wg.Wait()
+	defer p.turns.Wait()
 	for {
-		next, err := p.dispatch(ctx, &wg)
+		next, err := p.dispatch(ctx)
 		if err != nil && ctx.Err() == nil {
 			p.logger.Error("wecom inbox: reading failed", "err", err)
 			next = p.clock.Now().Add(5 * time.Second)
@@ -156,17 +159,11 @@ func convKey(sender, chatID string) string { return sender + "\x00" + chatID }
 
 // dispatch starts a turn for every conversation whose messages have
 // settled, and returns when the next one settles.
-func (p *Processor) dispatch(ctx context.Context, wg *sync.WaitGroup) (time.Time, error) {
-	// Which conversations are busy is read before the rows: a turn that
-	// ends while the rows are read has committed rows the read may still
-	// show as pending. Only dispatch starts turns, so a conversation idle
-	// now stays idle until below.
-	p.mu.Lock()
-	busy := make(map[string]bool, len(p.inflight))
-	for k := range p.inflight {
-		busy[k] = true
-	}
-	p.mu.Unlock()
+func (p *Processor) dispatch(ctx context.Context) (time.Time, error) {
+	// Which conversations are busy is read before the rows (Turns.Busy).
+	// Only dispatch starts turns, so a conversation idle now stays idle
+	// until below.
+	busy := p.turns.Busy()
 	rows, err := p.cfg.Inbox.pending(ctx)
 	if err != nil {
 		return time.Time{}, err
@@ -208,26 +205,7 @@ func (p *Processor) dispatch(ctx context.Context, wg *sync.WaitGroup) (time.Time
 			}
 			continue
 		}
-		p.mu.Lock()
-		p.inflight[k] = true
-		p.mu.Unlock()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() {
-				p.mu.Lock()
-				delete(p.inflight, k)
-				p.mu.Unlock()
-				p.Wake()
-			}()
-			if err := p.turn(ctx, b); err != nil && ctx.Err() == nil {
-				p.logger.Error("wecom turn not recorded; will retry", "sender", b.sender, "err", err)
-				select { // not in a tight loop
-				case <-p.clock.After(5 * time.Second):
-				case <-ctx.Done():
-				}
-			}
-		}()
+		p.turns.Start(ctx, k, b.sender, func() error { return p.turn(ctx, b) })
 	}
 	return next, nil
 }

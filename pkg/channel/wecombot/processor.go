@@ -35,8 +35,7 @@ type processor struct {
 	limit  time.Duration
 	wakeCh chan struct{}
 
-	mu       sync.Mutex
-	inflight map[string]bool
+	turns *mailbox.Turns
 }
 
 // maxBatch bounds the messages of one conversation in one turn.
@@ -49,8 +48,9 @@ func newProcessor(b *Bot, conv Conversation, o Options) *processor {
 	if o.StreamLimit <= 0 {
 		o.StreamLimit = 5*time.Minute + 30*time.Second
 	}
-	return &processor{b: b, conv: conv, policy: b.host.Gate, every: o.StreamEvery, limit: o.StreamLimit,
-		wakeCh: make(chan struct{}, 1), inflight: map[string]bool{}}
+	p := &processor{b: b, conv: conv, policy: b.host.Gate, every: o.StreamEvery, limit: o.StreamLimit, wakeCh: make(chan struct{}, 1)}
+	p.turns = mailbox.NewTurns(b.clock, b.logger, p.wake)
+	return p
 }
 
 func (p *processor) wake() {
@@ -61,10 +61,9 @@ func (p *processor) wake() {
 }
 
 func (p *processor) run(ctx context.Context) {
-	var wg sync.WaitGroup
-	defer wg.Wait()
+	defer p.turns.Wait()
 	for {
-		if err := p.dispatch(ctx, &wg); err != nil && ctx.Err() == nil {
+		if err := p.dispatch(ctx); err != nil && ctx.Err() == nil {
 			p.b.logger.Error("wecom_bot inbox: reading failed", "err", err)
 		}
 		select {
@@ -76,13 +75,8 @@ func (p *processor) run(ctx context.Context) {
 	}
 }
 
-func (p *processor) dispatch(ctx context.Context, wg *sync.WaitGroup) error {
-	p.mu.Lock()
-	busy := make(map[string]bool, len(p.inflight))
-	for k := range p.inflight {
-		busy[k] = true
-	}
-	p.mu.Unlock()
+func (p *processor) dispatch(ctx context.Context) error {
+	busy := p.turns.Busy()
 	rows, err := p.b.inbox.Pending(ctx)
 	if err != nil {
 		return err
@@ -103,26 +97,7 @@ func (p *processor) dispatch(ctx context.Context, wg *sync.WaitGroup) error {
 	}
 	for _, k := range order {
 		batch := batches[k]
-		p.mu.Lock()
-		p.inflight[k] = true
-		p.mu.Unlock()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() {
-				p.mu.Lock()
-				delete(p.inflight, k)
-				p.mu.Unlock()
-				p.wake()
-			}()
-			if err := p.turn(ctx, batch); err != nil && ctx.Err() == nil {
-				p.b.logger.Error("wecom_bot turn not recorded; will retry", "sender", batch[0].Sender, "err", err)
-				select {
-				case <-p.b.clock.After(5 * time.Second):
-				case <-ctx.Done():
-				}
-			}
-		}()
+		p.turns.Start(ctx, k, batch[0].Sender, func() error { return p.turn(ctx, batch) })
 	}
 	return nil
 }
