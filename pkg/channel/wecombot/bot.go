@@ -101,7 +101,7 @@ func New(h channel.Host, o Options) (*Bot, error) {
 	logger := h.Logger.With("component", Name)
 	b := &Bot{host: h, logger: logger, clock: clock.Or(h.Clock), welcome: cfg.Welcome}
 	b.inbox = mailbox.NewInbox(h.DB, Name, h.Clock)
-	b.media = newFetcher(filepath.Join(h.Config().Agent.StateDir, Name, "media"), isLoopbackURL(cfg.URL), h.Clock, logger)
+	b.media = newFetcher(filepath.Join(h.Config().Agent.StateDir, Name, "media"), cfg.URL, h.Clock, logger)
 	if sp := h.Assistant.Spaces(); sp != nil {
 		b.keeper = upload.Keeper{Store: sp, Vision: func() bool { return h.Config().LLM.Vision }, Logger: logger}
 	}

@@ -15,11 +15,11 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"time"
 
 	"agent/pkg/channel/upload"
 	"agent/pkg/clock"
+	"agent/pkg/netguard"
 	"agent/pkg/wecom/aibot"
 )
 
@@ -60,9 +60,9 @@ var (
 // fetcher downloads resources into the spool, a few at a time.
 type fetcher struct {
 	dir string
-	// loopback allows http:// and loopback hosts (a test server: only when
-	// wecom_bot.url itself is on loopback); otherwise only https URLs to
-	// public addresses are fetched.
+	// loopback allows http:// and the endpoint's own loopback address (a
+	// test server: only when wecom_bot.url itself is on loopback);
+	// otherwise only https URLs to public addresses are fetched.
 	loopback bool
 	client   *http.Client
 	clock    clock.Clock
@@ -74,18 +74,26 @@ type fetcher struct {
 	running map[string]chan struct{} // msgid -> closed when its downloads end
 }
 
-func newFetcher(dir string, loopback bool, c clock.Clock, logger *slog.Logger) *fetcher {
-	f := &fetcher{dir: dir, loopback: loopback, clock: clock.Or(c), logger: logger, sem: make(chan struct{}, fetchers), running: map[string]chan struct{}{}}
-	dialer := &net.Dialer{Timeout: 10 * time.Second, Control: f.control}
-	f.client = &http.Client{
-		Transport: &http.Transport{DialContext: dialer.DialContext, TLSHandshakeTimeout: 10 * time.Second,
-			ResponseHeaderTimeout: 30 * time.Second, MaxIdleConns: 2, IdleConnTimeout: 30 * time.Second},
-		CheckRedirect: func(req *http.Request, via []*http.Request) error {
-			if len(via) >= 3 {
-				return errors.New("too many redirects")
-			}
-			return f.checkURL(req.URL)
-		},
+func newFetcher(dir, botURL string, c clock.Clock, logger *slog.Logger) *fetcher {
+	f := &fetcher{dir: dir, clock: clock.Or(c), logger: logger, sem: make(chan struct{}, fetchers), running: map[string]chan struct{}{}}
+	// Every connection goes through a netguard.Guard: public addresses on
+	// ports 80 and 443 only, checked after resolution and on every
+	// redirect, whatever WeCom's URL (or a redirect) names. A test
+	// endpoint on loopback opens its own address and port, nothing else.
+	var allow []netguard.Rule
+	if u, err := url.Parse(botURL); err == nil && isLoopbackURL(botURL) {
+		f.loopback = true
+		if r, err := netguard.ParseRule(u.Host); err == nil {
+			allow = append(allow, r)
+		}
+	}
+	f.client = netguard.New(netguard.Config{Allow: allow, Logger: logger}).Client(netguard.ClientConfig{Timeout: fetchTime, MaxRedirects: 3})
+	guarded := f.client.CheckRedirect
+	f.client.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if err := f.checkURL(req.URL); err != nil {
+			return err
+		}
+		return guarded(req, via)
 	}
 	return f
 }
@@ -99,24 +107,6 @@ func (f *fetcher) checkURL(u *url.URL) error {
 		}
 	}
 	return errBadURL
-}
-
-// control refuses connections to loopback, private and link-local
-// addresses unless in loopback mode: a URL is WeCom's, but whatever it
-// names (or redirects to) must not reach the box's own services or LAN.
-func (f *fetcher) control(_, address string, _ syscall.RawConn) error {
-	if f.loopback {
-		return nil
-	}
-	host, _, err := net.SplitHostPort(address)
-	if err != nil {
-		return err
-	}
-	ip := net.ParseIP(host)
-	if ip == nil || ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsUnspecified() || ip.IsMulticast() {
-		return fmt.Errorf("%w: %s is not a public address", errBadURL, host)
-	}
-	return nil
 }
 
 // spoolPath names the i-th resource of a message in the spool.

@@ -16,12 +16,15 @@ import (
 
 	"agent/pkg/channel/upload"
 	"agent/pkg/clock"
+	"agent/pkg/netguard"
 	"agent/pkg/wecom/aibot"
 	"agent/pkg/wecom/aibottest"
 )
 
-func testFetcher(t *testing.T, loopback bool) *fetcher {
-	return newFetcher(filepath.Join(t.TempDir(), "spool"), loopback, clock.Real(), slog.New(slog.DiscardHandler))
+// testFetcher fetches for a connection to botURL (the test endpoint's
+// opens its own loopback address).
+func testFetcher(t *testing.T, botURL string) *fetcher {
+	return newFetcher(filepath.Join(t.TempDir(), "spool"), botURL, clock.Real(), slog.New(slog.DiscardHandler))
 }
 
 // A resource is downloaded when its message is stored: its turn reads it
@@ -29,7 +32,7 @@ func testFetcher(t *testing.T, loopback bool) *fetcher {
 // encrypted.
 func TestMediaSpoolOutlivesTheURL(t *testing.T) {
 	srv := aibottest.New(t)
-	f := testFetcher(t, true)
+	f := testFetcher(t, srv.URL())
 	plain := []byte("quarterly figures")
 	u, k := srv.Serve(plain, "figures.txt")
 	ref := mediaRef{Kind: upload.File, URL: u, Key: k}
@@ -66,14 +69,22 @@ func TestMediaRefusesLocalAddresses(t *testing.T) {
 	defer tls.Close()
 	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("secret")) }))
 	defer plain.Close()
-	f := testFetcher(t, false)
+	f := testFetcher(t, aibot.DefaultURL)
 	f.client.Transport.(*http.Transport).TLSClientConfig = tls.Client().Transport.(*http.Transport).TLSClientConfig
 	ctx := context.Background()
-	for _, u := range []string{tls.URL + "/x", plain.URL + "/x", "file:///etc/passwd", "https://user:pw@example.invalid/x", "gopher://127.0.0.1/"} {
+	for _, u := range []string{tls.URL + "/x", "https://localhost:443/x", "https://169.254.169.254/latest/meta-data", "https://0x7f.1/x",
+		plain.URL + "/x", "file:///etc/passwd", "https://user:pw@example.invalid/x", "gopher://127.0.0.1/"} {
 		err := f.fetch(ctx, "m", 0, mediaRef{Kind: upload.File, URL: u, Key: "k"})
-		if !errors.Is(err, errBadURL) {
+		if !errors.Is(err, errBadURL) && !errors.Is(err, netguard.ErrRefused) {
 			t.Errorf("fetch %s: %v, want a refusal", u, err)
 		}
+	}
+	// A test endpoint on loopback opens its own address, not its
+	// neighbours'.
+	srv := aibottest.New(t)
+	f = testFetcher(t, srv.URL())
+	if err := f.fetch(ctx, "m", 0, mediaRef{Kind: upload.File, URL: plain.URL + "/x", Key: "k"}); !errors.Is(err, netguard.ErrRefused) {
+		t.Errorf("another loopback port: %v, want a refusal", err)
 	}
 	if ents, _ := os.ReadDir(f.dir); len(ents) != 0 {
 		t.Fatalf("refused fetches stored %d entries", len(ents))
@@ -93,7 +104,7 @@ func TestMediaRefusesLocalAddresses(t *testing.T) {
 // Too large, a wrong key, a full spool: clear errors, nothing kept.
 func TestMediaBadDownloads(t *testing.T) {
 	srv := aibottest.New(t)
-	f := testFetcher(t, true)
+	f := testFetcher(t, srv.URL())
 	ctx := context.Background()
 	big, bk := srv.Serve(bytes.Repeat([]byte{1}, upload.MaxImageBytes+64), "")
 	if err := f.fetch(ctx, "big", 0, mediaRef{Kind: upload.Image, URL: big, Key: bk}); !errors.Is(err, errTooLarge) {
