@@ -71,14 +71,21 @@ func botConfig(llmURL, botURL string) string {
 // channel, the message tool reaches them by push, /healthz shows the
 // connection.
 func TestWeComBotThroughDaemon(t *testing.T) {
+	bot := aibottest.New(t)
 	llmSrv := llmtest.NewFunc(t, func(r *llmtest.Request) llmtest.Reply {
 		last := r.Last()
 		if strings.Contains(last.Content, "tell me later") {
 			return llmtest.Calls(llmtest.Call("message", `{"to":"zhangsan","text":"a note for later"}`))
 		}
+		if last.Role == "tool" {
+			// The answer waits until the stream showed the tool's step
+			// (a fast turn may otherwise end before any frame shows it).
+			bot.Await(10*time.Second, 0, func(f aibot.Frame) bool {
+				return f.Cmd == aibot.CmdRespond && strings.Contains(string(f.Body), " message")
+			})
+		}
 		return llmtest.Reply{Chunks: []string{"Hello", " from", " the bot"}}
 	})
-	bot := aibottest.New(t)
 	dir := t.TempDir()
 	addr, stop := startDaemonIn(t, dir, botConfig(llmSrv.BaseURL(), bot.URL()))
 	defer stop()

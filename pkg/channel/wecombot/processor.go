@@ -213,7 +213,7 @@ func (p *processor) gate(ctx context.Context, rows []mailbox.Row, user, group st
 		},
 	}, p.b.logger)
 	if handled {
-		p.dropMedia(rows)
+		p.dropMedia(ctx, rows)
 		p.b.outbox.Wake()
 	}
 	return handled, err
@@ -243,7 +243,7 @@ func (p *processor) commit(ctx context.Context, rows []mailbox.Row, state int, p
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit turn: %w", err)
 	}
-	p.dropMedia(rows)
+	p.dropMedia(ctx, rows)
 	if push != "" {
 		p.b.outbox.Wake()
 	}
@@ -280,11 +280,14 @@ func (p *processor) media(ctx context.Context, r mailbox.Row, msgID string, i in
 	return p.b.keeper.Keep(scope+":"+r.Sender, upload.Media{Kind: ref.Kind, MsgID: id, Row: r.ID, Received: r.Received, FileName: name}, data, images)
 }
 
-// dropMedia deletes the spool entries of committed rows.
-func (p *processor) dropMedia(rows []mailbox.Row) {
+// dropMedia deletes the spool entries of committed rows, once their
+// downloads have ended (a refused stranger's message is committed before
+// its download finishes).
+func (p *processor) dropMedia(ctx context.Context, rows []mailbox.Row) {
 	for _, r := range rows {
 		var rs stored
 		if json.Unmarshal([]byte(r.Raw), &rs) == nil && len(rs.Media) > 0 {
+			p.b.media.wait(ctx, rs.MsgID)
 			p.b.media.drop(rs.MsgID, len(rs.Media))
 		}
 	}
