@@ -136,3 +136,17 @@ func (g Gate) Screen(ctx context.Context, db *sql.DB, req Request, b Batch, logg
 	}
 	return true, nil
 }
+
+// Admits reports whether req would be admitted now, changing nothing: the
+// decision is made in a transaction that is rolled back (a stranger's
+// code is not created). For work worth doing only for admitted users
+// before their message's turn (downloading what they sent).
+func (g Gate) Admits(ctx context.Context, db *sql.DB, req Request) (bool, error) {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return false, err
+	}
+	defer tx.Rollback()
+	d, err := g.Admit(ctx, tx, req)
+	return err == nil && d.Allowed(), err
+}

@@ -7,6 +7,8 @@
 package upload
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -84,6 +86,7 @@ type Result struct {
 type Media struct {
 	Kind     string
 	MsgID    string    // the channel's message id ("" when none)
+	Part     int       // which media of the message (a mixed one has several)
 	Row      int64     // the inbox row (names the file when there is no message id)
 	Received time.Time // dates the file name
 	FileName string    // the sender's name for a file; only its extension is used
@@ -164,12 +167,22 @@ func (k Keeper) log() *slog.Logger {
 	return k.Logger
 }
 
-// FileName is an upload's name: <date>-<msgid><ext>, or row<N> for the
-// id when the message has none.
+// FileName is an upload's name: <date>-<msgid><ext> (-<part> before the
+// extension for a message's second media on), or row<N> for the id when
+// the message has none. A message id that is not already a safe name
+// (base64 ids have '+' and '/', long ones are cut) gets a hash of the
+// whole id, so two messages never share a name.
 func FileName(m Media, ext string) string {
 	id := SafeName(m.MsgID)
+	if id != m.MsgID {
+		h := sha256.Sum256([]byte(m.MsgID))
+		id = strings.TrimRight(clip.Bytes(id, 40), ".") + "-" + hex.EncodeToString(h[:6])
+	}
 	if m.MsgID == "" {
 		id = fmt.Sprintf("row%d", m.Row)
+	}
+	if m.Part > 0 {
+		id += fmt.Sprintf("-%d", m.Part)
 	}
 	return m.Received.Format("20060102") + "-" + id + ext
 }

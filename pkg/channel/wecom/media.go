@@ -52,7 +52,13 @@ func (p *Processor) media(ctx context.Context, b *batch, r row, images int) uplo
 		return upload.NotDownloaded(kind, errors.Is(err, wx.ErrMediaSize))
 	}
 	keeper := upload.Keeper{Store: p.cfg.Uploads, Vision: p.cfg.Vision, Logger: p.logger}
-	res := keeper.Keep(Channel+":"+b.sender, upload.Media{Kind: kind, MsgID: m.MsgID, Row: r.id, Received: r.received,
+	// Kept where the conversation's file tools look: the sender's folder,
+	// or the group's for a group chat (workspace.Scope).
+	owner := Channel + ":" + b.sender
+	if b.chatID != "" {
+		owner = "group:" + Channel + ":" + b.chatID
+	}
+	res := keeper.Keep(owner, upload.Media{Kind: kind, MsgID: m.MsgID, Row: r.id, Received: r.received,
 		FileName: m.FileName, Format: m.Format}, data, images)
 	if kind == wx.MsgVoice && res.Path != "" {
 		return p.transcribe(ctx, b, data, res.Path)

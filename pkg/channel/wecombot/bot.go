@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"agent/pkg/channel"
+	"agent/pkg/channel/gate"
 	"agent/pkg/channel/mailbox"
 	"agent/pkg/channel/upload"
 	"agent/pkg/clip"
@@ -193,6 +194,7 @@ func (b *Bot) Run(ctx context.Context) error {
 	}
 	<-ctx.Done()
 	wg.Wait()
+	b.media.close()
 	return nil
 }
 
@@ -250,16 +252,41 @@ func (b *Bot) handle(ctx context.Context, f aibot.Frame) {
 		b.logger.Info("wecom_bot: repeated message ignored", "msgid", m.MsgID)
 		return
 	}
-	b.mu.Lock()
-	runCtx := b.runCtx
-	b.mu.Unlock()
-	if runCtx == nil {
-		runCtx = ctx
+	if len(media) > 0 && b.fetchFor(ctx, m.From.UserID, chat) {
+		b.mu.Lock()
+		runCtx := b.runCtx
+		b.mu.Unlock()
+		if runCtx == nil {
+			runCtx = ctx
+		}
+		b.media.start(runCtx, m.MsgID, media)
 	}
-	b.media.start(runCtx, m.MsgID, media)
 	if b.proc != nil {
 		b.proc.wake()
 	}
+}
+
+// fetchFor reports whether a message's media are downloaded at once: only
+// when its turn will run (the pipeline is up and the DM policy admits the
+// sender now), so a stranger's files cannot take the download slots or
+// the spool from admitted users. A message not fetched now is fetched at
+// its turn, if the policy admits it by then.
+func (b *Bot) fetchFor(ctx context.Context, sender, chat string) bool {
+	if b.proc == nil {
+		return false
+	}
+	if b.host.DB == nil || b.host.Gate.Pairings == nil {
+		return true
+	}
+	req := gate.Request{Principals: []string{scope + ":" + sender}}
+	if chat != "" {
+		req.Group = "group:" + scope + ":" + chat
+	}
+	ok, err := b.host.Gate.Admits(ctx, b.host.DB, req)
+	if err != nil {
+		b.logger.Warn("wecom_bot: DM policy not read; media fetched at the turn", "err", err)
+	}
+	return ok
 }
 
 // stored is an inbox row's raw part: the callback's req_id (a reply

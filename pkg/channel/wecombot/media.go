@@ -72,7 +72,11 @@ type fetcher struct {
 
 	mu      sync.Mutex
 	running map[string]chan struct{} // msgid -> closed when its downloads end
+	wg      sync.WaitGroup           // the downloads in flight
 }
+
+// close waits for the downloads in flight (their context has ended).
+func (f *fetcher) close() { f.wg.Wait() }
 
 func newFetcher(dir, botURL string, c clock.Clock, logger *slog.Logger) *fetcher {
 	f := &fetcher{dir: dir, clock: clock.Or(c), logger: logger, sem: make(chan struct{}, fetchers), running: map[string]chan struct{}{}}
@@ -128,7 +132,9 @@ func (f *fetcher) start(ctx context.Context, msgID string, refs []mediaRef) {
 	}
 	f.running[msgID] = done
 	f.mu.Unlock()
+	f.wg.Add(1)
 	go func() {
+		defer f.wg.Done()
 		defer func() {
 			f.mu.Lock()
 			delete(f.running, msgID)

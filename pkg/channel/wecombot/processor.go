@@ -273,11 +273,13 @@ func (p *processor) media(ctx context.Context, r mailbox.Row, msgID string, i in
 		p.b.logger.Warn("wecom_bot media not read", "sender", r.Sender, "msgid", msgID, "kind", ref.Kind, "err", err)
 		return mediaFailure(ref.Kind, err)
 	}
-	id := msgID
-	if i > 0 {
-		id = fmt.Sprintf("%s-%d", msgID, i)
+	// Kept where the conversation's file tools look: the sender's folder
+	// in a direct chat, the group's in a group (workspace.Scope).
+	owner := scope + ":" + r.Sender
+	if r.ChatID != "" {
+		owner = "group:" + scope + ":" + r.ChatID
 	}
-	return p.b.keeper.Keep(scope+":"+r.Sender, upload.Media{Kind: ref.Kind, MsgID: id, Row: r.ID, Received: r.Received, FileName: name}, data, images)
+	return p.b.keeper.Keep(owner, upload.Media{Kind: ref.Kind, MsgID: msgID, Part: i, Row: r.ID, Received: r.Received, FileName: name}, data, images)
 }
 
 // dropMedia deletes the spool entries of committed rows, once their

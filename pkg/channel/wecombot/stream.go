@@ -78,8 +78,17 @@ func (s *stream) progress(p conversation.ToolProgress) {
 	}
 	s.mu.Lock()
 	first := len(s.steps) == 0
-	if n := len(s.steps); p.Done && n > 0 && s.steps[n-1] == "⏳ "+p.Tool+"…" {
-		s.steps[n-1] = line
+	running := -1 // the tool's line while it runs (calls of a step run together)
+	if p.Done {
+		for i := len(s.steps) - 1; i >= 0; i-- {
+			if s.steps[i] == "⏳ "+p.Tool+"…" {
+				running = i
+				break
+			}
+		}
+	}
+	if running >= 0 {
+		s.steps[running] = line
 	} else {
 		s.steps = append(s.steps, line)
 	}
