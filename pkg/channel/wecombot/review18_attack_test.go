@@ -101,7 +101,9 @@ func TestReview18StrangerDownloadsStallOthers(t *testing.T) {
 	b := &Bot{inbox: mailbox.NewInbox(st.DB(), Name, nil), logger: slog.New(slog.DiscardHandler), clock: clock.Real()}
 	b.host.DB = st.DB()
 	b.host.Gate = gate.Gate{Pairings: pairing.New(st.DB(), time.Now),
-		Policy: func() pairing.Policy { return pairing.Policy{Mode: pairing.Pairing, AllowFrom: []string{"wecom:alice"}} }}
+		Policy: func() pairing.Policy {
+			return pairing.Policy{Mode: pairing.Pairing, AllowFrom: []string{"wecom:alice"}}
+		}}
 	b.media = testFetcher(t, srv.URL())
 	b.proc = &processor{b: b, wakeCh: make(chan struct{}, 1)}
 	ctx, cancel := context.WithCancel(context.Background())
