@@ -186,6 +186,14 @@ func runStatus(ctx context.Context, path string, asJSON bool, stdout, stderr io.
 		for name, state := range st.Components {
 			fmt.Fprintf(stdout, "  component %-12s %s\n", name, state)
 		}
+		if h := st.Held; h != nil {
+			if h.Turns == 0 {
+				fmt.Fprintf(stdout, "held turns: none\n")
+			} else {
+				fmt.Fprintf(stdout, "held turns: %d in %d conversation(s), oldest %s (waiting for the model service; answered when it is back)\n",
+					h.Turns, h.Conversations, h.Oldest.Local().Format("2006-01-02 15:04:05"))
+			}
+		}
 		if !st.Healthy {
 			return errors.New("daemon is unhealthy")
 		}

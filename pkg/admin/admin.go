@@ -37,6 +37,15 @@ type Status struct {
 	Healthy    bool              `json:"healthy"`
 	Checks     []Check           `json:"checks"`
 	Components map[string]string `json:"components"`
+	// Held is the turns waiting for the model service (pkg/backlog).
+	Held *Held `json:"held,omitempty"`
+}
+
+// Held counts the turns waiting for the model service.
+type Held struct {
+	Turns         int       `json:"turns"`
+	Conversations int       `json:"conversations"`
+	Oldest        time.Time `json:"oldest,omitzero"`
 }
 
 // Check mirrors one health result.

@@ -179,6 +179,11 @@ type Input struct {
 	// Progress emits tool-call and tool-result events (a channel shows
 	// them as status lines while the reply is written).
 	Progress bool
+	// Resume is the session a held turn's user message was stored in
+	// before the model failed (pkg/backlog): when it is still the
+	// conversation's session the turn continues from what is stored
+	// instead of storing the message again. 0: a new turn.
+	Resume int64
 	// Stream asks the model for a streamed reply and emits its text as
 	// EventText fragments.
 	Stream bool
@@ -210,7 +215,8 @@ type Event struct {
 // Output is the result of a turn.
 type Output struct {
 	Text      string
-	Steps     int // model calls made
+	Session   int64 // the session the turn's messages went to (0: none stored)
+	Steps     int   // model calls made
 	ToolCalls int
 	Usage     llm.Usage
 	// Stopped says why the loop ended early: "" (the model answered),
@@ -286,13 +292,18 @@ func (a *Agent) Turn(ctx context.Context, in Input, emit func(Event)) (Output, e
 		}
 		return nil
 	}
-	if err := persist(user); err != nil {
-		return out, err
+	if in.Resume == 0 || in.Resume != sess.ID {
+		if err := persist(user); err != nil {
+			return out, err
+		}
+		history = append(history, user)
 	}
+	// else: a held turn resumed; its message (and any steps it took) is
+	// the end of the stored history already.
+	out.Session = sess.ID
 	if a.d.OnTurn != nil {
 		defer a.d.OnTurn(sess.ID)
 	}
-	history = append(history, user)
 
 	fast := in.Fast
 	var memBlock string

@@ -92,6 +92,7 @@ type Assistant struct {
 	compress *memory.Compressor
 	mcp      *mcpPart
 	sched    *schedPart
+	backlog  *backlogPart
 	checks   *selfCheckPart
 	sandbox  *sandboxPart
 	custom   *customtool.Manager
@@ -218,10 +219,13 @@ func New(cfg *config.Config, d Deps) (_ *Assistant, err error) {
 		Scrub: d.Scrubber.Scrub, // tool errors are redacted like the logs (nil-safe)
 	})
 	a.runner = runner.New(runner.Config{MaxConcurrent: maxConcurrentTurns, Clock: d.Clock}, d.Logger)
+	a.backlog = &backlogPart{}
+	a.backlog.b = a.newBacklog()
 	a.conv = conversation.New(conversation.Deps{
 		Runner: a.runner, Agent: a.checks.observe(ag), Sessions: a.sessions, Memory: a.memory, Closed: a.compress.Notify,
 		Model: cfg.LLM.Model, Logger: d.Logger, Clock: d.Clock,
 		Commands: map[string]conversation.Command{"/tools": a.toolsCommand},
+		Backlog:  a.backlog.b,
 	})
 	if err := a.startMCP(cfg); err != nil {
 		return nil, fmt.Errorf("mcp: %w", err)
@@ -286,6 +290,7 @@ func (a *Assistant) Start(ctx context.Context) error {
 		return err
 	}
 	a.enforceJobRecipients(ctx)
+	a.backlog.start(ctx)
 	if err := a.sched.s.Start(ctx); err != nil {
 		a.d.Health.Register("scheduler", func(context.Context) error { return err })
 		return err
@@ -341,6 +346,7 @@ func (a *Assistant) Close(ctx context.Context) error {
 	}
 	var errs []error
 	errs = append(errs, a.sched.close(ctx)) // before the runner: llm_task turns use it
+	a.backlog.close()                       // before the runner: it runs held turns on it
 	if a.runner != nil {
 		errs = append(errs, a.runner.Close(ctx))
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 
 	"agent/pkg/config"
 	"agent/pkg/conversation"
@@ -76,12 +77,16 @@ func (a *Assistant) enforceJobRecipients(ctx context.Context) {
 // keeps a prompt that starts with "/" from being read as a slash command).
 const scheduledPrefix = "[scheduled task] "
 
-// schedulePrompt runs an llm_task's prompt as owner through the
-// conversation pipeline and returns the replies.
-func (a *Assistant) schedulePrompt(ctx context.Context, owner, prompt string) (string, error) {
+// schedulePrompt runs an llm_task's prompt as its owner through the
+// conversation pipeline and returns the replies. When the model service
+// is unreachable the task is held (pkg/backlog) and reported deferred:
+// its answer goes to the task's recipient, late and saying so, once the
+// service is back.
+func (a *Assistant) schedulePrompt(ctx context.Context, t scheduler.Task) (string, error) {
 	if err := a.unavailable(); err != nil {
 		return "", err
 	}
+	owner, prompt := t.Owner, t.Prompt
 	channel, user, ok := strings.Cut(owner, ":")
 	if !ok || channel == "" || user == "" {
 		return "", fmt.Errorf("owner %q is not a user scope such as wecom:alice", owner)
@@ -98,9 +103,14 @@ func (a *Assistant) schedulePrompt(ctx context.Context, owner, prompt string) (s
 			return "", fmt.Errorf("%w: %s is not (or no longer) allowed to use the assistant (security.dm_policy, pairing); the task did not run", recipient.ErrRefused, owner)
 		}
 	}
-	in := conversation.Inbound{Channel: channel, Sender: user, Text: scheduledPrefix + prompt}
+	var held atomic.Bool
+	in := conversation.Inbound{Channel: channel, Sender: user, Text: scheduledPrefix + prompt,
+		ReplyChannel: t.Channel, ReplyTo: t.To, Due: t.Due, OnHeld: func() { held.Store(true) }}
 	in.Fast = a.d.Fast != nil && a.d.Fast(channel) // as the owner's own turns on that channel
 	replies, err := a.Ask(ctx, in)
+	if held.Load() {
+		return "", scheduler.ErrDeferred
+	}
 	if err != nil {
 		return "", err
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"agent/pkg/agent"
+	"agent/pkg/backlog"
 	"agent/pkg/clip"
 	"agent/pkg/clock"
 	"agent/pkg/llm"
@@ -50,6 +51,24 @@ type Inbound struct {
 	// shows short status lines while the reply is written). It gets the
 	// tool's name, never its arguments or result.
 	Progress func(ToolProgress)
+	// ReplyChannel, ReplyTo and Due say where a held turn's answer goes
+	// when it is not the sender on Channel (a scheduled task's
+	// recipient), and when the task was due (pkg/backlog).
+	ReplyChannel, ReplyTo string
+	Due                   time.Time
+	// OnHeld, when set, is called when the turn is held instead of
+	// answered (a scheduled task then reports itself deferred).
+	OnHeld func()
+
+	replay *replay // set when the backlog runs a held turn again
+}
+
+// replay is a held turn run again: the session its message is stored in,
+// and whether the model service failed again.
+type replay struct {
+	resume  int64
+	stillDn bool
+	err     error
 }
 
 // ToolProgress is one tool's step in a turn.
@@ -91,6 +110,18 @@ type Deps struct {
 	// Commands are more slash commands ("/tools"), each given the sender
 	// ("wecom:alice") and the message's words; the reply goes back as is.
 	Commands map[string]Command
+	// Backlog keeps the turns the model service could not answer and runs
+	// them again when it is back (*backlog.Backlog); nil: such a turn
+	// gets FailureText.
+	Backlog Backlog
+}
+
+// Backlog is the held turns (*backlog.Backlog).
+type Backlog interface {
+	Hold(ctx context.Context, key string, m backlog.Message, session int64) (first bool, err error)
+	Waiting(ctx context.Context, key string) (int, error)
+	Cancel(ctx context.Context, key string) (int, error)
+	Wake()
 }
 
 // Command is a slash command a host adds.
@@ -176,6 +207,21 @@ func (s *Service) turn(ctx context.Context, key session.Key, in Inbound, reply R
 		s.send(ctx, reply, s.command(ctx, key, in.Channel+":"+in.Sender, text))
 		return
 	}
+	if s.d.Backlog != nil && in.replay == nil && !in.Fast {
+		// Turns of this conversation wait for the model service: this
+		// one waits behind them (the user was told at the first).
+		if n, err := s.d.Backlog.Waiting(ctx, string(key)); err == nil && n > 0 {
+			_, err := s.d.Backlog.Hold(ctx, string(key), heldMessage(in), 0)
+			if err == nil {
+				s.logger.Info("turn held behind the conversation's earlier ones", "key", key, "held", n+1)
+				if in.OnHeld != nil {
+					in.OnHeld()
+				}
+				return
+			}
+			s.logger.Error("turn could not be held", "key", key, "err", err)
+		}
+	}
 	s.mu.Lock()
 	verbose := s.verbose[key]
 	s.mu.Unlock()
@@ -208,25 +254,114 @@ func (s *Service) turn(ctx context.Context, key session.Key, in Inbound, reply R
 			}
 		}
 	}
-	var once sync.Once
-	ctx = llm.WithRetryNotice(ctx, func(int, time.Duration, error) {
-		once.Do(func() { s.send(ctx, reply, RetryingText) })
-	})
+	if in.replay == nil { // a held turn's answer comes whole, later: no notice
+		var once sync.Once
+		ctx = llm.WithRetryNotice(ctx, func(int, time.Duration, error) {
+			once.Do(func() { s.send(ctx, reply, RetryingText) })
+		})
+	}
 	start := time.Now()
 	out, err := s.d.Agent.Turn(ctx, agent.Input{
 		Key: key, User: in.Sender, Channel: in.Channel, Profile: profile, Fast: in.Fast, Text: text, Verbose: verbose,
-		Stream: in.Stream != nil, Progress: in.Progress != nil, Images: in.Images,
+		Stream: in.Stream != nil, Progress: in.Progress != nil, Images: in.Images, Resume: resumeOf(in),
 	}, emit)
 	userID := in.Channel + ":" + in.Sender
 	s.usage.Add(userID, out.Usage)
 	if err != nil {
 		s.logger.Warn("turn failed", "key", key, "err", err, "steps", out.Steps, "took", time.Since(start).Round(time.Millisecond))
+		if s.hold(ctx, key, in, reply, out.Session, err) {
+			return
+		}
 		s.send(ctx, reply, FailureText(err))
 		return
+	}
+	if s.d.Backlog != nil && in.replay == nil {
+		s.d.Backlog.Wake() // the service answers: held turns can run
 	}
 	s.logger.Info("turn", "key", key, "steps", out.Steps, "tools", out.ToolCalls,
 		"tokens", out.Usage.TotalTokens, "stopped", out.Stopped, "took", time.Since(start).Round(time.Millisecond))
 	s.send(ctx, reply, out.Text)
+}
+
+// HeldText tells a user their message waits for the model service.
+const HeldText = "I cannot reach the model service right now (network or service down). I have kept your message and will answer it here as soon as the service is back; /new drops it."
+
+// Outage reports whether err means the model service is unreachable or
+// failing for now (down, breaker open, 5xx, rate limit or quota): a turn
+// that failed so is held and run again, not answered with an error.
+func Outage(err error) bool {
+	return errors.Is(err, llm.ErrUnavailable) || errors.Is(err, llm.ErrServer) || errors.Is(err, llm.ErrRateLimited)
+}
+
+// hold keeps a turn the model service could not answer (Backlog); it
+// reports whether it did. The user is told once per outage; a held turn
+// run again that fails again stays held, silently.
+func (s *Service) hold(ctx context.Context, key session.Key, in Inbound, reply Reply, sess int64, err error) bool {
+	if s.d.Backlog == nil || !Outage(err) || in.Fast || ctx.Err() != nil {
+		return false
+	}
+	if in.replay != nil {
+		in.replay.stillDn, in.replay.err = true, err
+		return true
+	}
+	first, herr := s.d.Backlog.Hold(ctx, string(key), heldMessage(in), sess)
+	if herr != nil {
+		s.logger.Error("turn could not be held", "key", key, "err", herr)
+		return false
+	}
+	s.logger.Warn("model service unreachable; turn held", "key", key, "err", err)
+	if in.OnHeld != nil {
+		in.OnHeld()
+	}
+	if first {
+		s.send(ctx, reply, HeldText)
+	}
+	return true
+}
+
+// heldMessage is what the backlog keeps of in.
+func heldMessage(in Inbound) backlog.Message {
+	return backlog.Message{Channel: in.Channel, Profile: in.Profile, ChatType: in.ChatType, Sender: in.Sender, ChatID: in.ChatID,
+		ThreadID: in.ThreadID, Text: clip.Bytes(in.Text, backlog.MaxText), ReplyChannel: in.ReplyChannel, ReplyTo: in.ReplyTo, Due: in.Due}
+}
+
+func resumeOf(in Inbound) int64 {
+	if in.replay == nil {
+		return 0
+	}
+	return in.replay.resume
+}
+
+// Replay runs a held turn again, in its conversation's order, and returns
+// its replies; StillDown when the model service fails again (the turn
+// stays held). It is the backlog's Runner.
+func (s *Service) Replay(ctx context.Context, t backlog.Turn) ([]string, backlog.Outcome, error) {
+	m := t.Message
+	rp := &replay{resume: t.Session}
+	in := Inbound{Channel: m.Channel, Profile: m.Profile, ChatType: m.ChatType, Sender: m.Sender, ChatID: m.ChatID, ThreadID: m.ThreadID,
+		Text: m.Text, ReplyChannel: m.ReplyChannel, ReplyTo: m.ReplyTo, Due: m.Due, replay: rp}
+	var mu sync.Mutex
+	var replies []string
+	done, err := s.Handle(ctx, in, func(_ context.Context, text string) error {
+		mu.Lock()
+		replies = append(replies, text)
+		mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		return nil, backlog.StillDown, err // the conversation's queue is full: later
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return nil, backlog.StillDown, ctx.Err()
+	}
+	if rp.stillDn {
+		return nil, backlog.StillDown, rp.err
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return replies, backlog.Answered, nil
 }
 
 // lastWordTimeout bounds the delivery of a cancelled turn's last word.
@@ -303,7 +438,15 @@ func (s *Service) command(ctx context.Context, key session.Key, user, text strin
 		if oldErr == nil && s.d.Closed != nil {
 			s.d.Closed(old.ID)
 		}
-		return fmt.Sprintf("New conversation started (#%d). The previous one is kept.", sess.ID)
+		dropped := ""
+		if s.d.Backlog != nil {
+			if n, err := s.d.Backlog.Cancel(ctx, string(key)); err != nil {
+				s.logger.Error("/new: dropping held turns failed", "key", key, "err", err)
+			} else if n > 0 {
+				dropped = fmt.Sprintf(" %d message(s) waiting for the model service were dropped.", n)
+			}
+		}
+		return fmt.Sprintf("New conversation started (#%d). The previous one is kept.%s", sess.ID, dropped)
 	case "/status":
 		cur, err := s.d.Sessions.Current(ctx, key)
 		var sess session.Summary
@@ -317,14 +460,25 @@ func (s *Service) command(ctx context.Context, key session.Key, user, text strin
 		verbose := s.verbose[key]
 		s.mu.Unlock()
 		used := s.usage.Snapshot()[user] // the asker's, also in a group chat
-		return fmt.Sprintf("Conversation #%d since %s, %d messages. Model: %s. Verbose: %s. Your usage since start: %d tokens in %d turns.%s",
+		held := ""
+		if s.d.Backlog != nil {
+			if n, err := s.d.Backlog.Waiting(ctx, string(key)); err == nil && n > 0 {
+				held = fmt.Sprintf(" Waiting for the model service: %d message(s) of this conversation (answered when it is back; /new drops them).", n)
+			}
+		}
+		return fmt.Sprintf("Conversation #%d since %s, %d messages. Model: %s. Verbose: %s. Your usage since start: %d tokens in %d turns.%s%s",
 			sess.ID, sess.CreatedAt.Format("2006-01-02 15:04"), sess.Messages, s.d.Model, onOff(verbose), used.TotalTokens, used.Requests,
-			s.memoryStatus(ctx, key))
+			s.memoryStatus(ctx, key), held)
 	case "/forget":
 		return s.forget(ctx, key, strings.TrimSpace(text[len(fields[0]):]))
 	case "/verbose":
 		if len(fields) != 2 || (fields[1] != "on" && fields[1] != "off") {
 			return "Usage: /verbose on|off"
+		}
+		if p, err := key.Parts(); err != nil || p.Kind != session.KindP2P {
+			// Tool steps carry arguments and results (a member's files,
+			// what they searched): not for everyone in a group.
+			return "/verbose is for direct chats only: in a group it would show everyone the details of each member's tool steps."
 		}
 		s.mu.Lock()
 		s.verbose[key] = fields[1] == "on"

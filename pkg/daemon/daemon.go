@@ -493,6 +493,11 @@ func (d *Daemon) Status(ctx context.Context) admin.Status {
 		st.Checks = append(st.Checks, admin.Check{Name: c.Name, Status: string(c.Status), Detail: c.Detail})
 	}
 	st.Components = d.componentStates()
+	if d.asst != nil {
+		if h, err := d.asst.Backlog(ctx); err == nil {
+			st.Held = &admin.Held{Turns: h.Held, Conversations: h.Conversations, Oldest: h.Oldest}
+		}
+	}
 	return st
 }
 

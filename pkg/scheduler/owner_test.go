@@ -15,7 +15,8 @@ func TestScheduleOwnerIsExactlyTheCaller(t *testing.T) {
 	var mu sync.Mutex
 	var ranAs []string
 	h := newHarness(t, t0, func(c *Config) {
-		c.Prompt = func(_ context.Context, owner, prompt string) (string, error) {
+		c.Prompt = func(_ context.Context, task Task) (string, error) {
+			owner, prompt := task.Owner, task.Prompt
 			mu.Lock()
 			ranAs = append(ranAs, owner)
 			mu.Unlock()

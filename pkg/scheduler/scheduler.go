@@ -76,7 +76,7 @@ type Job struct {
 	Created    time.Time `json:"created"`
 	Next       time.Time `json:"next,omitzero"` // next attempt; zero when none
 	LastRun    time.Time `json:"last_run,omitzero"`
-	LastStatus string    `json:"last_status,omitempty"` // ok | failed | missed | interrupted | skipped
+	LastStatus string    `json:"last_status,omitempty"` // ok | deferred | failed | missed | interrupted | skipped
 	LastError  string    `json:"last_error,omitempty"`
 	Failures   int       `json:"failures"` // consecutive
 	Runs       int       `json:"runs"`
@@ -99,9 +99,25 @@ type NewJob struct {
 // SendFunc delivers text to a recipient on a channel.
 type SendFunc func(ctx context.Context, channel, to, text string) error
 
-// PromptFunc runs prompt through the agent as owner (a user scope) and
-// returns the answer.
-type PromptFunc func(ctx context.Context, owner, prompt string) (string, error)
+// PromptFunc runs a task's prompt through the agent as its owner (a user
+// scope) and returns the answer. An error wrapping ErrDeferred means the
+// task was kept to run when the model service is back (pkg/backlog),
+// which then delivers its answer: the run is recorded "deferred", not
+// failed, and nothing is sent now.
+type PromptFunc func(ctx context.Context, t Task) (string, error)
+
+// Task is an llm_task slot being run.
+type Task struct {
+	Job     int64
+	Owner   string // the user scope it runs as
+	Prompt  string
+	Channel string // where its answer goes
+	To      string
+	Due     time.Time // the slot
+}
+
+// ErrDeferred is wrapped by a PromptFunc that kept the task for later.
+var ErrDeferred = errors.New("deferred until the model service is back")
 
 // Config of a Scheduler.
 type Config struct {
@@ -354,7 +370,7 @@ func (s *Scheduler) fire(f fire) {
 		}
 		err := s.runCtx.Err()
 		if err == nil {
-			err = s.act(f.job)
+			err = s.act(f.job, f.slot)
 			<-s.sem
 		} else {
 			err = fmt.Errorf("not run: the scheduler stopped: %w", err)
@@ -368,7 +384,7 @@ func (s *Scheduler) fire(f fire) {
 }
 
 // act performs a job's action.
-func (s *Scheduler) act(j Job) (err error) {
+func (s *Scheduler) act(j Job, slot int64) (err error) {
 	ctx, cancel := context.WithTimeout(s.runCtx, s.c.RunTimeout)
 	defer cancel()
 	defer func() {
@@ -384,7 +400,11 @@ func (s *Scheduler) act(j Job) (err error) {
 		if s.c.Prompt == nil {
 			return errors.New("llm_task: the conversation pipeline is not available")
 		}
-		text, err = s.c.Prompt(ctx, j.Owner, j.Payload)
+		text, err = s.c.Prompt(ctx, Task{Job: j.ID, Owner: j.Owner, Prompt: j.Payload, Channel: j.Channel, To: j.To, Due: time.UnixMilli(slot)})
+		if errors.Is(err, ErrDeferred) {
+			s.logger.Info("llm_task deferred until the model service is back", "job", j.ID)
+			return err
+		}
 		if err != nil {
 			return fmt.Errorf("llm_task: %w", err)
 		}

@@ -277,7 +277,8 @@ func TestFailingCronBacksOff(t *testing.T) {
 func TestLLMTask(t *testing.T) {
 	var asked []string
 	h := newHarness(t, t0, func(c *Config) {
-		c.Prompt = func(_ context.Context, owner, prompt string) (string, error) {
+		c.Prompt = func(_ context.Context, task Task) (string, error) {
+			owner, prompt := task.Owner, task.Prompt
 			asked = append(asked, owner+"|"+prompt)
 			return "Here is your summary.", nil
 		}

@@ -404,12 +404,18 @@ func (s *Scheduler) finish(ctx context.Context, batch []result) ([]notice, error
 	var notices []notice
 	for _, r := range batch {
 		at := r.at.UnixMilli()
-		if r.err == nil {
-			if _, err := tx.ExecContext(ctx, `UPDATE sched_runs SET status = 'ok', finished_at = ? WHERE job_id = ? AND slot = ?`, at, r.job.ID, r.slot); err != nil {
+		if r.err == nil || errors.Is(r.err, ErrDeferred) {
+			// A deferred run is done as far as the scheduler goes: the
+			// backlog delivers its answer when the model service is back.
+			status := "ok"
+			if r.err != nil {
+				status = "deferred"
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE sched_runs SET status = ?, finished_at = ? WHERE job_id = ? AND slot = ?`, status, at, r.job.ID, r.slot); err != nil {
 				return nil, err
 			}
-			if _, err := tx.ExecContext(ctx, `UPDATE sched_jobs SET last_run_at = ?, last_status = 'ok', last_error = '', failures = 0,
-				runs = runs + 1, updated_at = ?, state = CASE kind WHEN 'at' THEN 'done' ELSE state END WHERE id = ?`, at, at, r.job.ID); err != nil {
+			if _, err := tx.ExecContext(ctx, `UPDATE sched_jobs SET last_run_at = ?, last_status = ?, last_error = '', failures = 0,
+				runs = runs + 1, updated_at = ?, state = CASE kind WHEN 'at' THEN 'done' ELSE state END WHERE id = ?`, at, status, at, r.job.ID); err != nil {
 				return nil, err
 			}
 			continue

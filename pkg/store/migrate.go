@@ -255,6 +255,21 @@ DROP TABLE wecom_outbox;`},
 	// Whether an id is a group chat a channel has had messages from (the
 	// WeCom AI Bot routes sends to its groups by it) without a scan.
 	{Name: "inbox_chat", SQL: `CREATE INDEX inbox_chat ON inbox(channel, chat_id);`},
+	// pkg/backlog: turns the model service could not answer, run again
+	// (oldest first) once it is back. state: 0 held, 1 answered,
+	// 2 cancelled (/new), 3 dropped (failed for another reason).
+	{Name: "held_turns", SQL: `
+CREATE TABLE held_turns (
+	id         INTEGER PRIMARY KEY AUTOINCREMENT,
+	key        TEXT    NOT NULL,
+	message    TEXT    NOT NULL,
+	session_id INTEGER NOT NULL DEFAULT 0,
+	held_at    INTEGER NOT NULL,
+	state      INTEGER NOT NULL DEFAULT 0,
+	tries      INTEGER NOT NULL DEFAULT 0,
+	done_at    INTEGER
+) STRICT;
+CREATE INDEX held_turns_waiting ON held_turns(state, key, id);`},
 }
 
 // SchemaVersion is the version this binary writes.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"agent/pkg/channel/gate"
@@ -37,6 +38,10 @@ type processor struct {
 
 	turns *mailbox.Turns
 }
+
+// heldNote ends the stream of a message held behind earlier ones while
+// the model service is unreachable (pkg/backlog answers it later).
+const heldNote = "⏳ Kept: I will answer this as soon as the model service is back."
 
 // maxBatch bounds the messages of one conversation in one turn.
 const maxBatch = 20
@@ -169,6 +174,8 @@ func (p *processor) turn(ctx context.Context, rows []mailbox.Row) error {
 	}
 	var mu sync.Mutex
 	replies := notices // the user reads why an attachment was not read first
+	var held atomic.Bool
+	in.OnHeld = func() { held.Store(true) }
 	done, err := p.conv.Handle(ctx, in, func(_ context.Context, text string) error {
 		mu.Lock()
 		replies = append(replies, text)
@@ -194,6 +201,9 @@ func (p *processor) turn(ctx context.Context, rows []mailbox.Row) error {
 	mu.Lock()
 	full := strings.Join(replies, "\n\n")
 	mu.Unlock()
+	if full == "" && held.Load() {
+		full = heldNote // held behind earlier ones: the stream still ends with a word
+	}
 	rest := full
 	if st != nil {
 		rest = st.finish(ctx, full) // what the stream could not carry

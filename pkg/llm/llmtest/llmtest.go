@@ -112,6 +112,7 @@ func NewUnstarted(tb testing.TB, replies ...Reply) *Server {
 		models:  []string{"test-model"},
 	}
 	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
+	s.srv.Listener = newToggleListener(s.srv.Listener) // Refuse, Accept
 	tb.Cleanup(s.Close)
 	return s
 }
