@@ -1,6 +1,7 @@
 package assistant
 
 import (
+	"agent/pkg/scheduler"
 	"context"
 	"path/filepath"
 	"testing"
@@ -27,13 +28,13 @@ func TestScheduledTaskOfAFastChannelIsFast(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Close(context.Background())
-	if _, err := a.schedulePrompt(context.Background(), "voice:alice", "what is on today?"); err != nil {
+	if _, err := a.schedulePrompt(context.Background(), scheduler.Task{Owner: "voice:alice", Prompt: "what is on today?", Channel: "voice", To: "alice"}); err != nil {
 		t.Fatal(err)
 	}
 	if got := srv.Last().Model; got != "fast" {
 		t.Errorf("an llm_task owned by voice:alice ran on model %q; before the split it ran on llm.voice_model %q", got, "fast")
 	}
-	if _, err := a.schedulePrompt(context.Background(), "wecom:bob", "what is on today?"); err != nil {
+	if _, err := a.schedulePrompt(context.Background(), scheduler.Task{Owner: "wecom:bob", Prompt: "what is on today?", Channel: "wecom", To: "bob"}); err != nil {
 		t.Fatal(err)
 	}
 	if got := srv.Last().Model; got != "main" {

@@ -16,9 +16,8 @@ func TestScheduleOwnerIsExactlyTheCaller(t *testing.T) {
 	var ranAs []string
 	h := newHarness(t, t0, func(c *Config) {
 		c.Prompt = func(_ context.Context, task Task) (string, error) {
-			owner, prompt := task.Owner, task.Prompt
 			mu.Lock()
-			ranAs = append(ranAs, owner)
+			ranAs = append(ranAs, task.Owner)
 			mu.Unlock()
 			return "ok", nil
 		}
