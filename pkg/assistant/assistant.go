@@ -34,6 +34,7 @@ import (
 	"agent/pkg/metrics"
 	"agent/pkg/netguard"
 	"agent/pkg/recipient"
+	"agent/pkg/redact"
 	"agent/pkg/runner"
 	"agent/pkg/session"
 	"agent/pkg/skills"
@@ -191,10 +192,12 @@ func New(cfg *config.Config, d Deps) (_ *Assistant, err error) {
 	}
 	lc := llm.FromConfig(cfg.LLM)
 	lc.Logger = d.Logger // the client adds component=llm
-	client, err := llm.New(lc)
+	raw, err := llm.New(lc)
 	if err != nil {
 		return nil, fmt.Errorf("llm: %w", err)
 	}
+	// Every request to the model passes [privacy] redact (pkg/redact).
+	client := &redact.Client{Next: raw, Kinds: a.redactKinds, Counted: a.countRedactions}
 	a.prompt = agent.NewPrompt(cfg.Agent.Workspace, d.Logger.With("component", "prompt"))
 	a.skills = new(atomic.Pointer[skills.Set])
 	a.skills.Store(a.newSkills(cfg))
@@ -417,6 +420,24 @@ func (a *Assistant) callerIsOwner(call tools.Call) bool {
 // operator on the admin channel (agentctl, over the 0600 socket).
 func (a *Assistant) trusted(call tools.Call) bool {
 	return call.Channel == recipient.AdminChannel || a.IsOwner(call.Channel+":"+call.User)
+}
+
+// redactKinds is [privacy] redact as in force (reloads apply to the next
+// request).
+func (a *Assistant) redactKinds() []redact.Kind {
+	kinds, _ := redact.ParseKinds(a.config().Privacy.Redact) // validated at load
+	return kinds
+}
+
+// countRedactions counts the values kept from the model, by kind.
+func (a *Assistant) countRedactions(n map[redact.Kind]int) {
+	if a.d.Metrics == nil {
+		return
+	}
+	for k, v := range n {
+		a.d.Metrics.Counter("agent_redactions_total", "Personal data values replaced by placeholders before a request went to the model ([privacy] redact), by kind.",
+			metrics.Labels{"kind": string(k)}).Add(float64(v))
+	}
 }
 
 // sendOut delivers a message the model or a job asked to send. Callers

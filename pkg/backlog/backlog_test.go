@@ -132,8 +132,16 @@ func TestHeldTurnsAnsweredInOrder(t *testing.T) {
 			t.Fatalf("delivered %q, want %q", got, want)
 		}
 	}
-	if s, _ := b.Stats(ctx); s.Held != 0 {
-		t.Fatalf("%d still held", s.Held)
+	deadline := time.Now().Add(10 * time.Second)
+	for { // delivered, then marked answered
+		s, _ := b.Stats(ctx)
+		if s.Held == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d still held", s.Held)
+		}
+		time.Sleep(time.Millisecond)
 	}
 	select {
 	case <-r.answered:

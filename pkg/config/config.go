@@ -90,6 +90,7 @@ type Config struct {
 	WeComBot   WeComBot             `toml:"wecom_bot"`
 	Web        Web                  `toml:"web"`
 	Skills     Skills               `toml:"skills"`
+	Privacy    Privacy              `toml:"privacy"`
 	MCPServers map[string]MCPServer `toml:"mcp_servers"`
 
 	loc *time.Location // agent.timezone, loaded during validation
@@ -296,6 +297,17 @@ type Web struct {
 	// FetchMaxMB is the largest body web_fetch reads.
 	FetchMaxMB int `toml:"fetch_max_mb"`
 }
+
+// Privacy is the [privacy] section.
+type Privacy struct {
+	// Redact lists the kinds of personal data replaced by placeholders
+	// before a request goes to the model and put back in its answer
+	// (pkg/redact): phone, id_card, email, bank_card, plate. Empty: none.
+	Redact []string `toml:"redact"`
+}
+
+// RedactKinds are the kinds privacy.redact may name (pkg/redact.Kinds).
+var RedactKinds = []string{"phone", "id_card", "email", "bank_card", "plate"}
 
 // Web search engines, in the default order.
 const (
@@ -531,7 +543,8 @@ func Default() *Config {
 			FetchAllow:         []string{},
 			FetchMaxMB:         defaultFetchMaxMB,
 		},
-		loc: time.UTC,
+		Privacy: Privacy{Redact: []string{}},
+		loc:     time.UTC,
 	}
 }
 

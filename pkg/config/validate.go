@@ -58,7 +58,17 @@ func (p *parser) validate(c *Config) {
 	p.validateWeb(c)
 	p.validateSkills(c)
 	p.validateWeComBot(c)
+	p.validatePrivacy(c)
 	p.validateMCP(c)
+}
+
+func (p *parser) validatePrivacy(c *Config) {
+	seen := map[string]bool{}
+	for _, k := range c.Privacy.Redact {
+		p.check("privacy.redact", slices.Contains(RedactKinds, k), "unknown kind %q (known: %s)", k, strings.Join(RedactKinds, ", "))
+		p.check("privacy.redact", !seen[k], "%q is listed twice", k)
+		seen[k] = true
+	}
 }
 
 // check reports a problem at key (a dotted path of plain keys) unless ok
