@@ -73,7 +73,7 @@ esac
 # tzdata and node (pkg/nativetest: under AGENT_REQUIRE_NATIVE=1 a missing one
 # fails the test run).
 apt_packages=(cmake build-essential pkg-config libsqlite3-dev sqlite3 ffmpeg espeak-ng sox chromium
-  systemd tzdata bubblewrap poppler-utils python3 nodejs npm curl ca-certificates)
+  systemd tzdata strace bubblewrap poppler-utils python3 nodejs npm curl ca-certificates)
 # Cross-building for the Jetson from an x86 machine, and running the result.
 [ "$host_arch" = amd64 ] && apt_packages+=(gcc-aarch64-linux-gnu g++-aarch64-linux-gnu
   libc6-dev-arm64-cross qemu-user-static)

@@ -54,6 +54,8 @@ commands:
                 DM pairing: strangers waiting with a code, approved users
   jobs list | add --owner USER (--cron SPEC | --at TIME) [--prompt] TEXT | rm ID
                 scheduled jobs: list all, add one, remove one
+  egress [--hours N] [--json]
+                what left the box: connections and bytes by purpose and host, refusals, redactions
   console [end] print a one-time sign-in link for the web console (the operator); end signs all out
   version       print the version
 `
@@ -126,6 +128,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env confi
 		return runJobs(ctx, path, rest, *asJSON, stdout, stderr, env)
 	case "console":
 		return runConsole(ctx, path, rest, *asJSON, stdout, stderr, env)
+	case "egress":
+		return runEgress(ctx, path, rest, *asJSON, stdout, stderr, env)
 	case "version":
 		fmt.Fprintln(stdout, buildinfo.String("agentctl"))
 		return 0

@@ -163,6 +163,7 @@ func Handler(b Backend) http.Handler {
 	registerSkills(mux, b)
 	registerPairing(mux, b)
 	registerJobs(mux, b)
+	registerEgress(mux, b)
 	registerConsole(mux, b)
 	return mux
 }

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -25,6 +26,7 @@ import (
 	"agent/pkg/config"
 	"agent/pkg/conversation"
 	"agent/pkg/customtool"
+	"agent/pkg/egress"
 	"agent/pkg/embed"
 	"agent/pkg/errlog"
 	"agent/pkg/health"
@@ -73,6 +75,9 @@ type Deps struct {
 	// Resolver looks up the names web_fetch dials (nil: the system's);
 	// tests point names at local servers with it.
 	Resolver netguard.Resolver
+	// Egress is the one way out (pkg/egress): the model, web and MCP
+	// connections go through it; nil: dialled directly (tests).
+	Egress *egress.Ledger
 }
 
 // Assistant is the running pipeline. A zero Assistant made by Failed
@@ -192,6 +197,9 @@ func New(cfg *config.Config, d Deps) (_ *Assistant, err error) {
 	}
 	lc := llm.FromConfig(cfg.LLM)
 	lc.Logger = d.Logger // the client adds component=llm
+	if d.Egress != nil {
+		lc.HTTPClient = &http.Client{Transport: d.Egress.Transport(egress.LLM)}
+	}
 	raw, err := llm.New(lc)
 	if err != nil {
 		return nil, fmt.Errorf("llm: %w", err)
@@ -431,6 +439,13 @@ func (a *Assistant) redactKinds() []redact.Kind {
 
 // countRedactions counts the values kept from the model, by kind.
 func (a *Assistant) countRedactions(n map[redact.Kind]int) {
+	if a.d.Egress != nil {
+		byName := make(map[string]int, len(n))
+		for k, v := range n {
+			byName[string(k)] = v
+		}
+		a.d.Egress.Redacted(byName)
+	}
 	if a.d.Metrics == nil {
 		return
 	}

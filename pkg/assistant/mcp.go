@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
 
 	"agent/pkg/buildinfo"
 	"agent/pkg/config"
+	"agent/pkg/egress"
 	"agent/pkg/health"
 	"agent/pkg/mcp"
 	"agent/pkg/tools"
@@ -37,6 +39,15 @@ type mcpPart struct {
 	reg *tools.Registry
 }
 
+// mcpTransport is an HTTP MCP server's transport: through the egress
+// ledger when there is one.
+func (a *Assistant) mcpTransport(string) *http.Transport {
+	if a.d.Egress != nil {
+		return a.d.Egress.Transport(egress.MCP)
+	}
+	return http.DefaultTransport.(*http.Transport).Clone()
+}
+
 // startMCP creates the MCP manager, registers reload_mcp and starts the
 // configured servers in the background.
 func (a *Assistant) startMCP(cfg *config.Config) error {
@@ -45,6 +56,7 @@ func (a *Assistant) startMCP(cfg *config.Config) error {
 		Tools:             a.reg,
 		ClientVersion:     buildinfo.Version(),
 		TerminateDuration: 2 * time.Second, // shutdown must fit in the unit's stop timeout
+		Transport:         a.mcpTransport,
 	})
 	if err != nil {
 		return err

@@ -2,11 +2,13 @@ package assistant
 
 import (
 	"context"
+	"net/http"
 	"reflect"
 
 	"agent/pkg/buildinfo"
 	"agent/pkg/config"
 	"agent/pkg/document"
+	"agent/pkg/egress"
 	"agent/pkg/netguard"
 	"agent/pkg/readdoc"
 	"agent/pkg/tools"
@@ -25,8 +27,15 @@ func (a *Assistant) webTools(cfg *config.Config) []tools.Tool {
 		a.logger.Warn("web.fetch_allow", "err", err)
 	}
 	log := a.logger.With("component", "web")
+	var around func(netguard.DialFunc) netguard.DialFunc
+	var searchHTTP *http.Client
+	if a.d.Egress != nil {
+		around = func(next netguard.DialFunc) netguard.DialFunc { return a.d.Egress.Wrap(egress.Web, next) }
+		searchHTTP = a.d.Egress.Client(egress.Web, w.Timeout.Duration)
+	}
 	f := webfetch.New(webfetch.Config{
 		Guard:     netguard.New(netguard.Config{Allow: rules, Resolver: a.d.Resolver, Logger: log}),
+		Around:    around,
 		Timeout:   w.Timeout.Duration,
 		MaxBytes:  int64(w.FetchMaxMB) << 20,
 		PDF:       a.pdfBytes,
@@ -35,7 +44,7 @@ func (a *Assistant) webTools(cfg *config.Config) []tools.Tool {
 		Logger:    log,
 	})
 	ts := []tools.Tool{f.Tool()}
-	r := websearch.New(websearch.Config{Web: w, Clock: a.clock, Logger: log})
+	r := websearch.New(websearch.Config{Web: w, HTTP: searchHTTP, Clock: a.clock, Logger: log})
 	if len(r.Engines()) > 0 {
 		ts = append(ts, r.Tool())
 	}

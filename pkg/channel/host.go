@@ -10,6 +10,7 @@ import (
 	"agent/pkg/clock"
 	"agent/pkg/config"
 	"agent/pkg/conversation"
+	"agent/pkg/egress"
 	"agent/pkg/health"
 	"agent/pkg/metrics"
 	"agent/pkg/recipient"
@@ -40,6 +41,9 @@ type Host struct {
 	Models any
 	// Console authenticates the web console's connections (console.Sessions).
 	Console ConsoleSessions
+	// Egress is the one way out (pkg/egress): a channel dials WeCom and
+	// downloads through it; nil: directly (tests).
+	Egress *egress.Ledger
 }
 
 // Assistant is the pipeline as channels see it (*assistant.Assistant).

@@ -304,6 +304,12 @@ type Privacy struct {
 	// before a request goes to the model and put back in its answer
 	// (pkg/redact): phone, id_card, email, bank_card, plate. Empty: none.
 	Redact []string `toml:"redact"`
+	// EgressAllow is where the daemon may connect (pkg/egress): host
+	// names, "*.domain", addresses, CIDRs or "*", each optionally as
+	// "PURPOSE=ENTRY" (llm, wecom, wecom_bot, mcp, web, models, doctor).
+	// Empty: what the configuration names (the model, WeCom, the AI Bot,
+	// HTTP MCP servers; any host for the web tools and the bot's media).
+	EgressAllow []string `toml:"egress_allow"`
 }
 
 // RedactKinds are the kinds privacy.redact may name (pkg/redact.Kinds).
@@ -543,7 +549,7 @@ func Default() *Config {
 			FetchAllow:         []string{},
 			FetchMaxMB:         defaultFetchMaxMB,
 		},
-		Privacy: Privacy{Redact: []string{}},
+		Privacy: Privacy{Redact: []string{}, EgressAllow: []string{}},
 		loc:     time.UTC,
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"agent/pkg/egress"
 	"agent/pkg/netguard"
 )
 
@@ -68,6 +69,9 @@ func (p *parser) validatePrivacy(c *Config) {
 		p.check("privacy.redact", slices.Contains(RedactKinds, k), "unknown kind %q (known: %s)", k, strings.Join(RedactKinds, ", "))
 		p.check("privacy.redact", !seen[k], "%q is listed twice", k)
 		seen[k] = true
+	}
+	if _, err := egress.ParseRules(c.Privacy.EgressAllow); err != nil {
+		p.check("privacy.egress_allow", false, "%s", strings.ReplaceAll(err.Error(), "\n", "; "))
 	}
 }
 

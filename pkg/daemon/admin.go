@@ -2,9 +2,11 @@ package daemon
 
 import (
 	"context"
+	"time"
 
 	"agent/pkg/admin"
 	"agent/pkg/assistant"
+	"agent/pkg/egress"
 )
 
 // adminBackend is what the admin socket serves: the host's part (status,
@@ -24,7 +26,13 @@ var (
 	_ admin.ToolsBackend       = adminBackend{}
 	_ admin.CustomToolsBackend = adminBackend{}
 	_ admin.SkillsBackend      = adminBackend{}
+	_ admin.EgressBackend      = adminBackend{}
 )
+
+// Egress is the ledger's report (pkg/egress).
+func (b adminBackend) Egress(ctx context.Context, since time.Time) (egress.Report, error) {
+	return b.Daemon.egress.Report(ctx, since)
+}
 
 // Reload is the daemon's: the whole configuration file.
 func (b adminBackend) Reload(ctx context.Context) error { return b.Daemon.Reload(ctx) }

@@ -45,6 +45,7 @@ func (d *Daemon) startChannels(ctx context.Context, cfg *config.Config) {
 		Gate:    gate.Gate{Pairings: d.pairings(), Policy: d.dmPolicy},
 		Models:  d.opts.Models,
 		Console: d.sessions,
+		Egress:  d.egress,
 	}
 	if d.opts.Scrubber != nil {
 		host.Scrub = d.opts.Scrubber.Scrub // stored errors are redacted like the logs

@@ -29,6 +29,7 @@ import (
 	"agent/pkg/config"
 	"agent/pkg/console"
 	"agent/pkg/diskfree"
+	"agent/pkg/egress"
 	"agent/pkg/embed"
 	"agent/pkg/health"
 	"agent/pkg/localmodels"
@@ -75,6 +76,7 @@ type Options struct {
 
 // Daemon is one running instance.
 type Daemon struct {
+	egress  *egress.Ledger // every outbound connection (egress.go)
 	opts    Options
 	logger  *slog.Logger
 	clock   clock.Clock
@@ -163,6 +165,9 @@ func (d *Daemon) run(ctx context.Context) error {
 	d.metrics.Gauge("agent_build_info", "Build information.", metrics.Labels{"version": buildinfo.Version()}).Set(1)
 	d.metrics.Gauge("agent_start_time_seconds", "Start time of the daemon since the epoch.", nil).Set(float64(d.started.Unix()))
 	defer d.startErrorLog()() // warnings and errors go to error_log from here on
+	egressCtx, stopEgress := context.WithCancel(context.Background())
+	defer stopEgress() // after everything that dials has stopped: the last counts are flushed
+	d.startEgress(egressCtx, cfg, nil)
 
 	d.checker = health.New(2*time.Second, d.now)
 	d.checker.RegisterLiveness("database", d.checkDatabaseWritable) // a real write (selfcheck.go)
@@ -467,6 +472,7 @@ func (d *Daemon) Reload(ctx context.Context) error {
 	d.mu.Lock()
 	d.cfg = next
 	d.mu.Unlock()
+	d.egress.SetRules(egressRules(next))
 	d.asst.Reload(ctx, next) // prompt files, [mcp_servers], the recipients of stored jobs
 	d.notify("STATUS=configuration reloaded")
 	d.logger.Info("configuration reloaded", "file", next.Path)
@@ -524,6 +530,7 @@ func (d *Daemon) startAssistant(cfg *config.Config) {
 		Components: d.componentStates,
 		Started:    d.started,
 		SysRoot:    d.opts.SysRoot,
+		Egress:     d.egress,
 	}
 	a, err := assistant.New(cfg, deps)
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -100,6 +101,9 @@ type Options struct {
 	// LookupEnv supplies PATH, HOME and LANG for stdio servers (default
 	// os.LookupEnv). Nothing else of the daemon's environment is passed on.
 	LookupEnv func(string) (string, bool)
+	// Transport, when set, makes the HTTP transport of a server at url
+	// (the egress ledger's); default: a clone of http.DefaultTransport.
+	Transport func(url string) *http.Transport
 	// ClientVersion is sent to servers in the initialize request.
 	ClientVersion string
 }

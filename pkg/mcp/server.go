@@ -247,7 +247,12 @@ func (s *server) connect(ctx context.Context) (*conn, error) {
 }
 
 func (s *server) connectHTTP(ctx context.Context, client *mcp.Client) (*conn, error) {
-	base := http.DefaultTransport.(*http.Transport).Clone()
+	var base *http.Transport
+	if s.m.opts.Transport != nil {
+		base = s.m.opts.Transport(s.cfg.URL)
+	} else {
+		base = http.DefaultTransport.(*http.Transport).Clone()
+	}
 	t := &mcp.StreamableClientTransport{
 		Endpoint:   s.cfg.URL,
 		HTTPClient: &http.Client{Transport: &headerTransport{base: base, headers: maps.Clone(s.cfg.Headers)}},

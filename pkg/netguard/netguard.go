@@ -582,7 +582,13 @@ func (g *Guard) DialContext(ctx context.Context, network, addr string) (net.Conn
 type ClientConfig struct {
 	Timeout      time.Duration // the whole request, body included (default 30 s)
 	MaxRedirects int           // default 5
+	// Around, when set, wraps the guard's dial (the egress ledger checks
+	// and counts the connection the guard then makes).
+	Around func(DialFunc) DialFunc
 }
+
+// DialFunc is a DialContext.
+type DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error)
 
 // Client returns an HTTP client whose every connection goes through the
 // guard and whose redirects are checked hop by hop. It never uses a proxy
@@ -594,9 +600,13 @@ func (g *Guard) Client(cfg ClientConfig) *http.Client {
 	if cfg.MaxRedirects <= 0 {
 		cfg.MaxRedirects = 5
 	}
+	dial := DialFunc(g.DialContext)
+	if cfg.Around != nil {
+		dial = cfg.Around(dial)
+	}
 	tr := &http.Transport{
 		Proxy:                  nil,
-		DialContext:            g.DialContext,
+		DialContext:            dial,
 		ForceAttemptHTTP2:      true,
 		MaxIdleConns:           16,
 		MaxIdleConnsPerHost:    2,

@@ -270,6 +270,25 @@ CREATE TABLE held_turns (
 	done_at    INTEGER
 ) STRICT;
 CREATE INDEX held_turns_waiting ON held_turns(state, key, id);`},
+	// pkg/egress: outbound traffic per hour, purpose and destination, and
+	// the values [privacy] redact kept from the model per hour and kind.
+	{Name: "egress", SQL: `
+CREATE TABLE egress_hours (
+	hour      INTEGER NOT NULL,
+	purpose   TEXT    NOT NULL,
+	host      TEXT    NOT NULL,
+	conns     INTEGER NOT NULL DEFAULT 0,
+	refused   INTEGER NOT NULL DEFAULT 0,
+	bytes_out INTEGER NOT NULL DEFAULT 0,
+	bytes_in  INTEGER NOT NULL DEFAULT 0,
+	PRIMARY KEY (hour, purpose, host)
+) STRICT, WITHOUT ROWID;
+CREATE TABLE egress_redactions (
+	hour INTEGER NOT NULL,
+	kind TEXT    NOT NULL,
+	n    INTEGER NOT NULL DEFAULT 0,
+	PRIMARY KEY (hour, kind)
+) STRICT, WITHOUT ROWID;`},
 }
 
 // SchemaVersion is the version this binary writes.

@@ -65,7 +65,9 @@ const (
 
 // Config of the tool.
 type Config struct {
-	Guard    *netguard.Guard
+	Guard *netguard.Guard
+	// Around wraps the guard's dial (the egress ledger).
+	Around   func(netguard.DialFunc) netguard.DialFunc
 	Timeout  time.Duration // the whole fetch (default 15 s)
 	MaxBytes int64         // the largest body read (default 10 MB)
 	// PDF converts a downloaded PDF (in the sandbox); nil or an error:
@@ -114,7 +116,7 @@ func New(cfg Config) *Fetcher {
 	for _, tag := range []string{"img", "picture", "svg", "video", "audio", "source", "button"} {
 		md.Register.TagType(tag, converter.TagTypeRemove, converter.PriorityEarly)
 	}
-	return &Fetcher{cfg: cfg, client: cfg.Guard.Client(netguard.ClientConfig{Timeout: cfg.Timeout}), md: md,
+	return &Fetcher{cfg: cfg, client: cfg.Guard.Client(netguard.ClientConfig{Timeout: cfg.Timeout, Around: cfg.Around}), md: md,
 		sem: make(chan struct{}, maxExtractions), fetches: make(chan struct{}, maxFetches)}
 }
 

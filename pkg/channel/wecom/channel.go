@@ -11,6 +11,7 @@ import (
 
 	"agent/pkg/asr"
 	"agent/pkg/channel"
+	"agent/pkg/egress"
 	"agent/pkg/tools"
 	wx "agent/pkg/wecom"
 )
@@ -64,6 +65,9 @@ func Build(_ context.Context, h channel.Host) (channel.Channel, error) {
 		AgentID:     int64(cfg.WeCom.AgentID),
 		Logger:      logger,
 		MaxAttempts: sendAttempts,
+	}
+	if h.Egress != nil {
+		client.HTTP = h.Egress.Client(egress.WeCom, time.Minute)
 	}
 	c := &App{host: h, client: client, inbox: NewInbox(h.DB, nil)}
 	c.outbox = NewOutbox(h.DB, OutboxConfig{API: client, Logger: logger, Scrub: h.Scrub})

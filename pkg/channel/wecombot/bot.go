@@ -21,12 +21,15 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gorilla/websocket"
+
 	"agent/pkg/channel"
 	"agent/pkg/channel/gate"
 	"agent/pkg/channel/mailbox"
 	"agent/pkg/channel/upload"
 	"agent/pkg/clip"
 	"agent/pkg/clock"
+	"agent/pkg/egress"
 	"agent/pkg/health"
 	"agent/pkg/metrics"
 	"agent/pkg/wecom/aibot"
@@ -102,11 +105,15 @@ func New(h channel.Host, o Options) (*Bot, error) {
 	logger := h.Logger.With("component", Name)
 	b := &Bot{host: h, logger: logger, clock: clock.Or(h.Clock), welcome: cfg.Welcome}
 	b.inbox = mailbox.NewInbox(h.DB, Name, h.Clock)
-	b.media = newFetcher(filepath.Join(h.Config().Agent.StateDir, Name, "media"), cfg.URL, h.Clock, logger)
+	b.media = newFetcher(filepath.Join(h.Config().Agent.StateDir, Name, "media"), cfg.URL, h.Egress, h.Clock, logger)
 	if sp := h.Assistant.Spaces(); sp != nil {
 		b.keeper = upload.Keeper{Store: sp, Vision: func() bool { return h.Config().LLM.Vision }, Logger: logger}
 	}
-	b.client = aibot.New(aibot.Config{URL: cfg.URL, BotID: cfg.BotID, Secret: cfg.Secret,
+	var dialer *websocket.Dialer
+	if h.Egress != nil { // no proxy: the ledger sees (and permits) WeCom itself
+		dialer = &websocket.Dialer{HandshakeTimeout: 20 * time.Second, NetDialContext: h.Egress.Dialer(egress.WeComBot)}
+	}
+	b.client = aibot.New(aibot.Config{URL: cfg.URL, BotID: cfg.BotID, Secret: cfg.Secret, Dialer: dialer,
 		Handle: b.handle, Heartbeat: o.Heartbeat, MinBackoff: o.MinBackoff, Clock: h.Clock, Logger: logger})
 	b.outbox = mailbox.NewOutbox(h.DB, mailbox.OutboxConfig{Channel: Name, Send: b.push, Permanent: permanent,
 		Redact: h.Scrub, Clock: h.Clock, Logger: logger})

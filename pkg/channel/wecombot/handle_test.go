@@ -57,7 +57,7 @@ func TestClaimsGroupsOnly(t *testing.T) {
 	defer st.Close()
 	b := &Bot{inbox: mailbox.NewInbox(st.DB(), Name, nil), logger: slog.New(slog.DiscardHandler), clock: clock.Real()}
 	b.host.DB = st.DB()
-	b.media = newFetcher(filepath.Join(t.TempDir(), "spool"), "ws://127.0.0.1:1", nil, b.logger)
+	b.media = newFetcher(filepath.Join(t.TempDir(), "spool"), "ws://127.0.0.1:1", nil, nil, b.logger)
 	body, _ := json.Marshal(map[string]any{"msgid": "g1", "chattype": "group", "chatid": "chat-7",
 		"from": map[string]string{"userid": "lisi"}, "msgtype": "text", "text": map[string]string{"content": "@bot hi"}})
 	ctx := context.Background()

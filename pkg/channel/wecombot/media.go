@@ -19,6 +19,7 @@ import (
 
 	"agent/pkg/channel/upload"
 	"agent/pkg/clock"
+	"agent/pkg/egress"
 	"agent/pkg/netguard"
 	"agent/pkg/wecom/aibot"
 )
@@ -78,7 +79,7 @@ type fetcher struct {
 // close waits for the downloads in flight (their context has ended).
 func (f *fetcher) close() { f.wg.Wait() }
 
-func newFetcher(dir, botURL string, c clock.Clock, logger *slog.Logger) *fetcher {
+func newFetcher(dir, botURL string, led *egress.Ledger, c clock.Clock, logger *slog.Logger) *fetcher {
 	f := &fetcher{dir: dir, clock: clock.Or(c), logger: logger, sem: make(chan struct{}, fetchers), running: map[string]chan struct{}{}}
 	// Every connection goes through a netguard.Guard: public addresses on
 	// ports 80 and 443 only, checked after resolution and on every
@@ -91,7 +92,11 @@ func newFetcher(dir, botURL string, c clock.Clock, logger *slog.Logger) *fetcher
 			allow = append(allow, r)
 		}
 	}
-	f.client = netguard.New(netguard.Config{Allow: allow, Logger: logger}).Client(netguard.ClientConfig{Timeout: fetchTime, MaxRedirects: 3})
+	cc := netguard.ClientConfig{Timeout: fetchTime, MaxRedirects: 3}
+	if led != nil { // counted, and held to privacy.egress_allow
+		cc.Around = func(next netguard.DialFunc) netguard.DialFunc { return led.Wrap(egress.WeComBot, next) }
+	}
+	f.client = netguard.New(netguard.Config{Allow: allow, Logger: logger}).Client(cc)
 	guarded := f.client.CheckRedirect
 	f.client.CheckRedirect = func(req *http.Request, via []*http.Request) error {
 		if err := f.checkURL(req.URL); err != nil {

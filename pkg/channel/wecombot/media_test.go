@@ -24,7 +24,7 @@ import (
 // testFetcher fetches for a connection to botURL (the test endpoint's
 // opens its own loopback address).
 func testFetcher(t *testing.T, botURL string) *fetcher {
-	return newFetcher(filepath.Join(t.TempDir(), "spool"), botURL, clock.Real(), slog.New(slog.DiscardHandler))
+	return newFetcher(filepath.Join(t.TempDir(), "spool"), botURL, nil, clock.Real(), slog.New(slog.DiscardHandler))
 }
 
 // A resource is downloaded when its message is stored: its turn reads it

@@ -1,0 +1,64 @@
+package daemon
+
+import (
+	"context"
+	"net/url"
+	"slices"
+	"strings"
+
+	"agent/pkg/config"
+	"agent/pkg/egress"
+)
+
+// The egress ledger (pkg/egress): every outbound connection of the daemon
+// goes through it. Its rules are privacy.egress_allow, or, when that is
+// empty, what the configuration itself names: the model's host; WeCom's
+// API host with the app channel on; the AI Bot's endpoint, and for its
+// media downloads any public https host (WeCom names them per message;
+// netguard keeps them off private addresses), with the bot on; the hosts
+// of HTTP MCP servers; and, for web_search and web_fetch, any host (the
+// tools' purpose; web_fetch's guard keeps them public). A reload applies
+// the new rules to the next connection.
+
+// egressRules are the rules cfg puts in force.
+func egressRules(cfg *config.Config) []egress.Rule {
+	if len(cfg.Privacy.EgressAllow) > 0 {
+		rules, _ := egress.ParseRules(cfg.Privacy.EgressAllow) // validated at load
+		return rules
+	}
+	var rules []egress.Rule
+	add := func(p egress.Purpose, rawURL string) {
+		u, err := url.Parse(rawURL)
+		if err != nil || u.Hostname() == "" {
+			return
+		}
+		r, err := egress.ParseRule(string(p) + "=" + u.Hostname())
+		if err == nil && !slices.Contains(rules, r) {
+			rules = append(rules, r)
+		}
+	}
+	any := func(p egress.Purpose) { rules = append(rules, egress.Rule{Purpose: p, Host: "*"}) }
+	add(egress.LLM, cfg.LLM.BaseURL)
+	if cfg.WeCom.Enabled {
+		add(egress.WeCom, cfg.WeCom.APIBase)
+	}
+	if cfg.WeComBot.Enabled {
+		add(egress.WeComBot, cfg.WeComBot.URL)
+		any(egress.WeComBot)
+	}
+	for _, s := range cfg.MCPServers {
+		if strings.EqualFold(s.Transport, "http") || s.URL != "" {
+			add(egress.MCP, s.URL)
+		}
+	}
+	any(egress.Web)
+	return rules
+}
+
+// startEgress makes the ledger and keeps its counts until ctx ends.
+func (d *Daemon) startEgress(ctx context.Context, cfg *config.Config, resolver egress.Resolver) {
+	d.egress = egress.New(egress.Config{Clock: d.clock, Logger: d.logger.With("component", "egress"), Metrics: d.metrics, Resolver: resolver})
+	d.egress.Open(d.store.DB())
+	d.egress.SetRules(egressRules(cfg))
+	go d.egress.Run(ctx)
+}
