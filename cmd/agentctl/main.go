@@ -56,6 +56,8 @@ commands:
                 scheduled jobs: list all, add one, remove one
   egress [--hours N] [--json]
                 what left the box: connections and bytes by purpose and host, refusals, redactions
+  cache list | clear [ID]
+                voice and hardware commands answered without the model: list, clear one or all
   console [end] print a one-time sign-in link for the web console (the operator); end signs all out
   version       print the version
 `
@@ -130,6 +132,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env confi
 		return runConsole(ctx, path, rest, *asJSON, stdout, stderr, env)
 	case "egress":
 		return runEgress(ctx, path, rest, *asJSON, stdout, stderr, env)
+	case "cache":
+		return runCache(ctx, path, rest, *asJSON, stdout, stderr, env)
 	case "version":
 		fmt.Fprintln(stdout, buildinfo.String("agentctl"))
 		return 0

@@ -164,6 +164,7 @@ func Handler(b Backend) http.Handler {
 	registerPairing(mux, b)
 	registerJobs(mux, b)
 	registerEgress(mux, b)
+	registerCache(mux, b)
 	registerConsole(mux, b)
 	return mux
 }

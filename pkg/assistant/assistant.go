@@ -99,6 +99,7 @@ type Assistant struct {
 	mcp      *mcpPart
 	sched    *schedPart
 	backlog  *backlogPart
+	cache    *cachePart
 	checks   *selfCheckPart
 	sandbox  *sandboxPart
 	custom   *customtool.Manager
@@ -232,11 +233,14 @@ func New(cfg *config.Config, d Deps) (_ *Assistant, err error) {
 	a.runner = runner.New(runner.Config{MaxConcurrent: maxConcurrentTurns, Clock: d.Clock}, d.Logger)
 	a.backlog = &backlogPart{}
 	a.backlog.b = a.newBacklog()
+	a.cache = a.newCommandCache()
 	a.conv = conversation.New(conversation.Deps{
 		Runner: a.runner, Agent: a.checks.observe(ag), Sessions: a.sessions, Memory: a.memory, Closed: a.compress.Notify,
 		Model: cfg.LLM.Model, Logger: d.Logger, Clock: d.Clock,
-		Commands: map[string]conversation.Command{"/tools": a.toolsCommand},
-		Backlog:  a.backlog.b,
+		Commands:  map[string]conversation.Command{"/tools": a.toolsCommand},
+		Backlog:   a.backlog.b,
+		Cache:     a.cache.c,
+		ModelDown: func() bool { return raw.BreakerState() == "open" },
 	})
 	if err := a.startMCP(cfg); err != nil {
 		return nil, fmt.Errorf("mcp: %w", err)
@@ -339,6 +343,7 @@ func (a *Assistant) SetEmbedder(ctx context.Context, e *embed.Embedder, id strin
 		a.logger.Warn("memory retrieval is keyword-only (FTS5): the embedding model is not loaded")
 		return
 	}
+	a.cache.emb.Store(e) // the command cache needs it whatever memory makes of it
 	if err := a.memory.SetEmbedder(ctx, e, id); err != nil {
 		a.logger.Error("memory cannot use the embedding model; keyword-only", "err", err)
 		return

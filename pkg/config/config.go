@@ -339,6 +339,14 @@ type Voice struct {
 	// not say "tts":false; TTSVoice is the espeak-ng voice.
 	TTS      bool   `toml:"tts"`
 	TTSVoice string `toml:"tts_voice"`
+	// CommandCache answers repeated voice and hardware commands from
+	// the box (pkg/cmdcache): an utterance at least
+	// CommandCacheThreshold close (cosine) to one answered before by one
+	// repeatable tool call runs that call again without the model.
+	// Entries live CommandCacheTTL.
+	CommandCache          bool     `toml:"command_cache"`
+	CommandCacheThreshold float64  `toml:"command_cache_threshold"`
+	CommandCacheTTL       Duration `toml:"command_cache_ttl"`
 }
 
 // MCPServer is one [mcp_servers.NAME] table.
@@ -521,6 +529,11 @@ func Default() *Config {
 			VADModel:           defaultVADModel,
 			PartialTranscripts: true,
 			TTSVoice:           defaultTTSVoice,
+			CommandCache:       true,
+			// High: random text is far below, a repeated command
+			// (the same words, a little noise) above.
+			CommandCacheThreshold: 0.95,
+			CommandCacheTTL:       Duration{7 * 24 * time.Hour},
 		},
 		Sandbox: Sandbox{
 			Network:      NetworkOff,

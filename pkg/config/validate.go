@@ -454,6 +454,10 @@ func (p *parser) validateVoice(c *Config) {
 	if len(v.Token) < shortToken {
 		p.warn([]string{"voice", "token"}, "", "is shorter than %d characters; use a long random one (e.g. openssl rand -hex 24)", shortToken)
 	}
+	p.check("voice.command_cache_threshold", c.Voice.CommandCacheThreshold >= 0.5 && c.Voice.CommandCacheThreshold <= 1,
+		"must be between 0.5 and 1 (cosine similarity), not %g", c.Voice.CommandCacheThreshold)
+	p.check("voice.command_cache_ttl", c.Voice.CommandCacheTTL.Duration >= time.Minute && c.Voice.CommandCacheTTL.Duration <= 90*24*time.Hour,
+		"must be between 1m and 90 days, not %s", c.Voice.CommandCacheTTL.Duration)
 }
 
 // loopbackHost reports whether host is localhost or a loopback address.

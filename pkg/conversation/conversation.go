@@ -17,6 +17,7 @@ import (
 	"agent/pkg/backlog"
 	"agent/pkg/clip"
 	"agent/pkg/clock"
+	"agent/pkg/cmdcache"
 	"agent/pkg/llm"
 	"agent/pkg/memory"
 	"agent/pkg/runner"
@@ -37,6 +38,7 @@ type Inbound struct {
 	Fast     bool   // a latency-first turn (voice and hardware devices)
 	ChatType string // p2p (default), group, thread
 	Sender   string
+	Device   string // the device a voice or hardware turn comes from ("" when none)
 	ChatID   string
 	ThreadID string
 	Text     string
@@ -114,6 +116,17 @@ type Deps struct {
 	// them again when it is back (*backlog.Backlog); nil: such a turn
 	// gets FailureText.
 	Backlog Backlog
+	// Cache answers repeated fast (voice, hardware) commands without the
+	// model (*cmdcache.Cache); nil: none. ModelDown reports the model
+	// client's breaker open (the cache then answers what it can).
+	Cache     CommandCache
+	ModelDown func() bool
+}
+
+// CommandCache is the command cache (*cmdcache.Cache).
+type CommandCache interface {
+	Lookup(ctx context.Context, r cmdcache.Request, modelDown bool) (cmdcache.Answer, cmdcache.Probe, bool, error)
+	Learn(ctx context.Context, r cmdcache.Request, p cmdcache.Probe, steps []cmdcache.Step, reply string) error
 }
 
 // Backlog is the held turns (*backlog.Backlog).
@@ -229,6 +242,14 @@ func (s *Service) turn(ctx context.Context, key session.Key, in Inbound, reply R
 	if profile == "" {
 		profile = in.Channel
 	}
+	// A fast command answered before from the cache: no model.
+	var cache *cacheTurn
+	if s.d.Cache != nil && in.Fast && in.replay == nil && !verbose {
+		cache = &cacheTurn{req: cmdcache.Request{Channel: in.Channel, Sender: in.Sender, Device: in.Device, Profile: profile, Session: string(key), Text: text}}
+		if s.cached(ctx, key, cache, reply, s.d.ModelDown != nil && s.d.ModelDown()) {
+			return
+		}
+	}
 	var emit func(agent.Event)
 	if verbose {
 		emit = func(e agent.Event) {
@@ -237,9 +258,10 @@ func (s *Service) turn(ctx context.Context, key session.Key, in Inbound, reply R
 			}
 		}
 	}
-	if in.Stream != nil || in.Progress != nil {
+	if in.Stream != nil || in.Progress != nil || cache != nil {
 		verboseEmit := emit
 		emit = func(e agent.Event) {
+			cache.observe(e)
 			switch {
 			case e.Kind == agent.EventText && in.Stream != nil:
 				in.Stream(e.Text)
@@ -263,17 +285,25 @@ func (s *Service) turn(ctx context.Context, key session.Key, in Inbound, reply R
 	start := time.Now()
 	out, err := s.d.Agent.Turn(ctx, agent.Input{
 		Key: key, User: in.Sender, Channel: in.Channel, Profile: profile, Fast: in.Fast, Text: text, Verbose: verbose,
-		Stream: in.Stream != nil, Progress: in.Progress != nil, Images: in.Images, Resume: resumeOf(in),
+		Stream: in.Stream != nil, Progress: in.Progress != nil || cache != nil, Images: in.Images, Resume: resumeOf(in),
 	}, emit)
 	userID := in.Channel + ":" + in.Sender
 	s.usage.Add(userID, out.Usage)
 	if err != nil {
 		s.logger.Warn("turn failed", "key", key, "err", err, "steps", out.Steps, "took", time.Since(start).Round(time.Millisecond))
+		if cache != nil && Outage(err) && ctx.Err() == nil && s.cached(ctx, key, cache, reply, true) {
+			return // the model is down; the cache knew this command
+		}
 		if s.hold(ctx, key, in, reply, out.Session, err) {
 			return
 		}
 		s.send(ctx, reply, FailureText(err))
 		return
+	}
+	if cache != nil && cache.probed {
+		if lerr := s.d.Cache.Learn(ctx, cache.req, cache.probe, cache.steps, out.Text); lerr != nil {
+			s.logger.Warn("command cache: not remembered", "key", key, "err", lerr)
+		}
 	}
 	if s.d.Backlog != nil && in.replay == nil {
 		s.d.Backlog.Wake() // the service answers: held turns can run
@@ -281,6 +311,56 @@ func (s *Service) turn(ctx context.Context, key session.Key, in Inbound, reply R
 	s.logger.Info("turn", "key", key, "steps", out.Steps, "tools", out.ToolCalls,
 		"tokens", out.Usage.TotalTokens, "stopped", out.Stopped, "took", time.Since(start).Round(time.Millisecond))
 	s.send(ctx, reply, out.Text)
+}
+
+// cacheTurn is a fast turn's dealings with the command cache.
+type cacheTurn struct {
+	req    cmdcache.Request
+	probe  cmdcache.Probe
+	probed bool // Lookup ran (Learn may use its probe)
+	steps  []cmdcache.Step
+}
+
+// observe records the turn's tool calls (for Learn).
+func (c *cacheTurn) observe(e agent.Event) {
+	if c == nil {
+		return
+	}
+	switch e.Kind {
+	case agent.EventToolCall:
+		c.steps = append(c.steps, cmdcache.Step{Tool: e.Tool, Args: e.Args})
+	case agent.EventToolResult:
+		for i := len(c.steps) - 1; i >= 0; i-- {
+			if c.steps[i].Tool == e.Tool && c.steps[i].Result == "" && !c.steps[i].Failed {
+				c.steps[i].Result, c.steps[i].Failed = e.Text, e.IsError
+				break
+			}
+		}
+	}
+}
+
+// cached answers a fast turn from the command cache when it can: the
+// exchange is stored in the conversation like any other.
+func (s *Service) cached(ctx context.Context, key session.Key, c *cacheTurn, reply Reply, modelDown bool) bool {
+	ans, probe, ok, err := s.d.Cache.Lookup(ctx, c.req, modelDown)
+	if err == nil {
+		c.probe, c.probed = probe, true
+	} else if !errors.Is(err, cmdcache.ErrOff) {
+		s.logger.Warn("command cache lookup failed", "key", key, "err", err)
+	}
+	if !ok {
+		return false
+	}
+	s.logger.Info("turn answered from the command cache", "key", key, "tool", ans.Entry.Tool, "entry", ans.Entry.ID,
+		"similarity", fmt.Sprintf("%.3f", ans.Similarity), "model_down", modelDown)
+	if sess, err := s.d.Sessions.Current(ctx, key); err == nil {
+		if err := s.d.Sessions.Append(ctx, sess.ID, llm.Message{Role: llm.RoleUser, Content: c.req.Text},
+			llm.Message{Role: llm.RoleAssistant, Content: ans.Reply}); err != nil {
+			s.logger.Warn("command cache: exchange not stored", "key", key, "err", err)
+		}
+	}
+	s.send(ctx, reply, ans.Reply)
+	return true
 }
 
 // HeldText tells a user their message waits for the model service.

@@ -6,6 +6,7 @@ import (
 
 	"agent/pkg/admin"
 	"agent/pkg/assistant"
+	"agent/pkg/cmdcache"
 	"agent/pkg/egress"
 )
 
@@ -27,7 +28,26 @@ var (
 	_ admin.CustomToolsBackend = adminBackend{}
 	_ admin.SkillsBackend      = adminBackend{}
 	_ admin.EgressBackend      = adminBackend{}
+	_ admin.CacheBackend       = adminBackend{}
 )
+
+// CacheList lists the command cache (pkg/cmdcache).
+func (b adminBackend) CacheList(ctx context.Context) ([]cmdcache.Entry, error) {
+	c, err := b.Assistant.CommandCache()
+	if err != nil {
+		return nil, err
+	}
+	return c.List(ctx)
+}
+
+// CacheClear deletes command cache entries.
+func (b adminBackend) CacheClear(ctx context.Context, id int64) (int, error) {
+	c, err := b.Assistant.CommandCache()
+	if err != nil {
+		return 0, err
+	}
+	return c.Clear(ctx, id)
+}
 
 // Egress is the ledger's report (pkg/egress).
 func (b adminBackend) Egress(ctx context.Context, since time.Time) (egress.Report, error) {

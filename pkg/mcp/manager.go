@@ -317,8 +317,9 @@ func (m *Manager) sync() {
 func (m *Manager) syncLocked() {
 	type want struct {
 		published
-		desc   string
-		schema []byte
+		desc                 string
+		schema               []byte
+		readOnly, idempotent bool
 	}
 	desired := make(map[string]want)
 	if !m.closed {
@@ -341,10 +342,17 @@ func (m *Manager) syncLocked() {
 					tn = alt
 				}
 				schema := objectSchema(t.InputSchema)
+				// The server's hints, for the command cache: read-only,
+				// or idempotent (meaningful only when not read-only).
+				var ro, idem bool
+				if a := t.Annotations; a != nil {
+					ro, idem = a.ReadOnlyHint, !a.ReadOnlyHint && a.IdempotentHint
+				}
 				desired[tn] = want{
-					published: published{srv: s, tool: t.Name, fingerprint: t.Description + "\x00" + string(schema)},
+					published: published{srv: s, tool: t.Name, fingerprint: fmt.Sprintf("%s\x00%s\x00%v%v", t.Description, schema, ro, idem)},
 					desc:      t.Description,
 					schema:    schema,
+					readOnly:  ro, idempotent: idem,
 				}
 			}
 		}
@@ -371,6 +379,8 @@ func (m *Manager) syncLocked() {
 			Schema:      w.schema,
 			Profiles:    m.opts.Profiles,
 			Handler:     w.srv.handler(w.tool),
+			ReadOnly:    w.readOnly,
+			Idempotent:  w.idempotent,
 		}
 		if err := m.opts.Tools.Register(t); err != nil {
 			m.log.Warn("mcp tool not published", "server", w.srv.name, "tool", w.tool, "err", err)

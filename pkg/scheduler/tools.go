@@ -88,6 +88,7 @@ func (s *Scheduler) Tools(isOwner func(user string) bool) []tools.Tool {
 			Name:        ToolListSchedules,
 			Description: "List scheduled jobs (your own; the assistant's owners see everyone's) with their next run, last result and errors.",
 			Schema:      tools.SchemaFor[listArgs](),
+			ReadOnly:    true,
 			Handler: func(ctx context.Context, call tools.Call) (string, error) {
 				if _, err := tools.Decode[listArgs](call.Args); err != nil {
 					return "", fmt.Errorf("%w: %v", tools.ErrBadArgs, err)

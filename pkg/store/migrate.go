@@ -289,6 +289,28 @@ CREATE TABLE egress_redactions (
 	n    INTEGER NOT NULL DEFAULT 0,
 	PRIMARY KEY (hour, kind)
 ) STRICT, WITHOUT ROWID;`},
+	// pkg/cmdcache: voice and hardware commands answered without the
+	// model, per channel, sender, device and profile.
+	{Name: "command_cache", SQL: `
+CREATE TABLE command_cache (
+	id          INTEGER PRIMARY KEY AUTOINCREMENT,
+	channel     TEXT    NOT NULL,
+	sender      TEXT    NOT NULL,
+	device      TEXT    NOT NULL DEFAULT '',
+	profile     TEXT    NOT NULL,
+	tool_set    TEXT    NOT NULL,
+	utterance   TEXT    NOT NULL,
+	vec         BLOB    NOT NULL,
+	tool        TEXT    NOT NULL,
+	args        TEXT    NOT NULL,
+	result      TEXT    NOT NULL,
+	reply       TEXT    NOT NULL,
+	created_at  INTEGER NOT NULL,
+	expires_at  INTEGER NOT NULL,
+	hits        INTEGER NOT NULL DEFAULT 0,
+	last_hit_at INTEGER
+) STRICT;
+CREATE INDEX command_cache_device ON command_cache(channel, sender, device, profile, id);`},
 }
 
 // SchemaVersion is the version this binary writes.

@@ -57,6 +57,11 @@ type Tool struct {
 	// ("wecom", "voice", "hardware", "admin"); empty means all.
 	Profiles []string
 	Handler  func(ctx context.Context, call Call) (string, error)
+	// ReadOnly and Idempotent promise that running the tool again with
+	// the same arguments is safe without asking the model: it changes
+	// nothing, or doing it twice is doing it once (the command cache,
+	// pkg/cmdcache, repeats such calls).
+	ReadOnly, Idempotent bool
 }
 
 // Allowed reports whether the tool may be used from profile.

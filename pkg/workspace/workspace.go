@@ -445,6 +445,7 @@ func (s *Spaces) Tools() []tools.Tool {
 			Description: fmt.Sprintf("Read a text file. Returns at most %d KiB per call; use offset and limit to read further.", lim.ReadBytes>>10) + layout,
 			Schema:      tools.SchemaWith[tools.ReadFileArgs](readDesc),
 			Handler:     s.handler("read_file", false),
+			ReadOnly:    true,
 		},
 		{
 			Name:        "write_file",
@@ -463,6 +464,7 @@ func (s *Spaces) Tools() []tools.Tool {
 			Description: "List files in a directory (default: your folder). Directories end with /." + layout,
 			Schema:      tools.SchemaWith[tools.ListFilesArgs](listDesc),
 			Handler:     s.list,
+			ReadOnly:    true,
 		},
 	}
 }

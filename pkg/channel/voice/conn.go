@@ -236,7 +236,7 @@ func (c *conn) hello() bool {
 	// A device speaks as its user or device name and is put to the DM
 	// policy; the console session is the operator, whatever the hello
 	// names (it proved admin-socket access to get its session).
-	in := conversation.Inbound{Channel: Channel, Profile: profile, Fast: true, Sender: sender}
+	in := conversation.Inbound{Channel: Channel, Profile: profile, Fast: true, Sender: sender, Device: m.Device}
 	who := principals(m.Device, m.User)
 	if operator {
 		op := c.s.cfg.Operator
