@@ -62,7 +62,7 @@ func newRig(t *testing.T) *rig {
 		results: map[string]string{"lights_on": "ok", "room_temp": "21°C", "wipe": "done"},
 		kinds:   map[string]Kind{"lights_on": Idempotent, "room_temp": ReadOnly, "wipe": No}}
 	r.c = New(Config{DB: st.DB(), Embedder: func() Embedder { return emb }, Threshold: func() float64 { return 0.98 }, TTL: time.Hour,
-		Kind: func(tool string) Kind { r.mu.Lock(); defer r.mu.Unlock(); return r.kinds[tool] },
+		Kind:    func(tool string) Kind { r.mu.Lock(); defer r.mu.Unlock(); return r.kinds[tool] },
 		ToolSet: func(string) string { r.mu.Lock(); defer r.mu.Unlock(); return r.toolSet },
 		Run: func(_ context.Context, _ Request, tool, args string) (string, error) {
 			r.mu.Lock()
