@@ -85,9 +85,25 @@ func find(s string, enabled []Kind) []match {
 		}
 		return false
 	}
+	digits, at, province := scan(s)
 	for _, k := range Kinds {
 		if !slices.Contains(enabled, k) {
 			continue
+		}
+		// Cheap tests first: most text has none of what a kind needs.
+		switch k {
+		case Email:
+			if !at {
+				continue
+			}
+		case Phone, IDCard, BankCard:
+			if digits < 7 {
+				continue
+			}
+		case Plate:
+			if !province {
+				continue
+			}
 		}
 		for _, loc := range locate(s, k) {
 			if !taken(loc[0], loc[1]) {
@@ -99,18 +115,48 @@ func find(s string, enabled []Kind) []match {
 	return all
 }
 
+// provinces are the first characters of licence plates.
+const provinces = "京津沪渝冀豫云辽黑湘皖鲁新苏浙赣鄂桂甘晋蒙陕吉闽贵粤青藏川宁琼"
+
+// scan counts what the kinds need: the longest run of digits (spaces and
+// dashes between them allowed), an '@', a province character.
+func scan(s string) (digits int, at, province bool) {
+	run := 0
+	for _, r := range s {
+		switch {
+		case r >= '0' && r <= '9':
+			run++
+			digits = max(digits, run)
+		case r == ' ' || r == '-':
+		case r == '@':
+			at, run = true, 0
+		default:
+			run = 0
+			if r >= 0x4e00 && !province && strings.ContainsRune(provinces, r) {
+				province = true
+			}
+		}
+	}
+	return digits, at, province
+}
+
 // locate finds kind's values in s: pattern matches that stand alone (not
 // inside a longer run of letters or digits) and pass the kind's check.
 func locate(s string, k Kind) [][2]int {
 	var out [][2]int
 	add := func(re *regexp.Regexp, ok func(string) bool, digitsOnly bool) {
-		for _, loc := range re.FindAllStringIndex(s, -1) {
-			a, b := loc[0], loc[1]
-			if !alone(s, a, b, digitsOnly) {
-				continue
-			}
-			if ok == nil || ok(s[a:b]) {
-				out = append(out, [2]int{a, b})
+		// The patterns run only over the windows where such a value can
+		// be (around an '@', a run of digits, a province character), not
+		// over the whole text: the same matches, far less work.
+		for _, w := range windows(s, k) {
+			for _, loc := range re.FindAllStringIndex(s[w[0]:w[1]], -1) {
+				a, b := w[0]+loc[0], w[0]+loc[1]
+				if !alone(s, a, b, digitsOnly) {
+					continue
+				}
+				if ok == nil || ok(s[a:b]) {
+					out = append(out, [2]int{a, b})
+				}
 			}
 		}
 	}
@@ -127,6 +173,58 @@ func locate(s string, k Kind) [][2]int {
 	case Plate:
 		add(rePlate, nil, false)
 	}
+	return out
+}
+
+// windows are the spans of s where a value of kind k may be: each is
+// whole tokens of the characters the kind's pattern uses, so a match in a
+// window is the match in s.
+func windows(s string, k Kind) [][2]int {
+	var in func(r rune) bool
+	var need func(w string) bool
+	switch k {
+	case Email:
+		in = func(r rune) bool {
+			return r < utf8.RuneSelf && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._%+-@", r))
+		}
+		need = func(w string) bool { return strings.Contains(w, "@") }
+	case Plate:
+		in = func(r rune) bool {
+			return r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == ' ' || r == '·' || r == '•' || strings.ContainsRune(provinces+"挂学警港澳", r)
+		}
+		need = func(w string) bool { return strings.ContainsAny(w, provinces) }
+	default: // numbers
+		in = func(r rune) bool {
+			return r >= '0' && r <= '9' || r == ' ' || r == '-' || r == '+' || r == '(' || r == ')' || r == 'X' || r == 'x'
+		}
+		need = func(w string) bool {
+			n := 0
+			for i := 0; i < len(w); i++ {
+				if w[i] >= '0' && w[i] <= '9' {
+					n++
+				}
+			}
+			return n >= 7
+		}
+	}
+	var out [][2]int
+	start := -1
+	flush := func(end int) {
+		if start >= 0 && need(s[start:end]) {
+			out = append(out, [2]int{start, end})
+		}
+		start = -1
+	}
+	for i, r := range s {
+		if in(r) {
+			if start < 0 {
+				start = i
+			}
+			continue
+		}
+		flush(i)
+	}
+	flush(len(s))
 	return out
 }
 
