@@ -22,6 +22,7 @@ import (
 
 	"agent/pkg/clock"
 	"agent/pkg/metrics"
+	"agent/pkg/netguard"
 )
 
 // Purpose says why the daemon connects.
@@ -142,10 +143,9 @@ func (r Rule) matchAddr(p Purpose, a netip.Addr) bool {
 	return (r.Purpose == "" || r.Purpose == p) && r.Prefix.IsValid() && r.Prefix.Contains(a.Unmap())
 }
 
-// Resolver looks names up (net.DefaultResolver).
-type Resolver interface {
-	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
-}
+// Resolver looks names up (net.DefaultResolver; netguard's, so tests
+// inject one resolver for both).
+type Resolver = netguard.Resolver
 
 // Config of a Ledger.
 type Config struct {
