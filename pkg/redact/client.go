@@ -2,7 +2,6 @@ package redact
 
 import (
 	"context"
-	"encoding/json"
 
 	"agent/pkg/llm"
 )
@@ -73,6 +72,16 @@ func (c *Client) redact(req llm.Request) (*Map, llm.Request) {
 		return nil, req
 	}
 	m := NewMap(kinds)
+	for _, msg := range req.Messages { // literal placeholders are not handed out
+		m.Reserve(msg.Content)
+		m.Reserve(msg.ReasoningContent)
+		for _, p := range msg.Parts {
+			m.Reserve(p.Text)
+		}
+		for _, tc := range msg.ToolCalls {
+			m.Reserve(tc.Function.Arguments)
+		}
+	}
 	msgs := make([]llm.Message, len(req.Messages))
 	for i, msg := range req.Messages {
 		msg.Content = m.Text(msg.Content)
@@ -104,52 +113,15 @@ func (c *Client) redact(req llm.Request) (*Map, llm.Request) {
 	return m, req
 }
 
-// redactJSON redacts the strings of a JSON value (tool-call arguments)
-// and keeps it valid JSON; text that is not JSON is redacted as text.
-func redactJSON(m *Map, s string) string {
-	var v any
-	if json.Unmarshal([]byte(s), &v) != nil {
-		return m.Text(s)
-	}
-	out, err := json.Marshal(walk(v, m.Text))
-	if err != nil {
-		return m.Text(s)
-	}
-	return string(out)
-}
+// redactJSON redacts a JSON value (tool-call arguments) as text: the
+// values the detectors find hold no character JSON escapes, so the result
+// is the same JSON with placeholders, every other byte as it was.
+func redactJSON(m *Map, s string) string { return m.Text(s) }
 
-// restoreJSON puts values back into a JSON value's strings (left as the
-// model wrote them when they hold no placeholder).
-func restoreJSON(m *Map, s string) string {
-	if !rePH.MatchString(s) {
-		return s
-	}
-	var v any
-	if json.Unmarshal([]byte(s), &v) != nil {
-		return m.Restore(s)
-	}
-	out, err := json.Marshal(walk(v, m.Restore))
-	if err != nil {
-		return m.Restore(s)
-	}
-	return string(out)
-}
-
-func walk(v any, f func(string) string) any {
-	switch t := v.(type) {
-	case string:
-		return f(t)
-	case []any:
-		for i := range t {
-			t[i] = walk(t[i], f)
-		}
-	case map[string]any:
-		for k, e := range t {
-			t[k] = walk(e, f)
-		}
-	}
-	return v
-}
+// restoreJSON puts values back into a JSON value (tool-call arguments)
+// as text: numbers, other strings and key order stay exactly as the model
+// wrote them.
+func restoreJSON(m *Map, s string) string { return m.Restore(s) }
 
 func restoreResponse(m *Map, resp llm.Response) llm.Response {
 	resp.Message.Content = m.Restore(resp.Message.Content)

@@ -232,6 +232,9 @@ func windows(s string, k Kind) [][2]int {
 // no digit (or letter, for an ID's X) touches it; for the others no ASCII
 // letter or digit.
 func alone(s string, a, b int, digits bool) bool {
+	if escapeBefore(s, a) {
+		a = 0 // a JSON escape ("\n", "\u8bdd") ends just before: a boundary
+	}
 	before, _ := utf8.DecodeLastRuneInString(s[:a])
 	after, _ := utf8.DecodeRuneInString(s[b:])
 	edge := func(r rune) bool {
@@ -244,6 +247,24 @@ func alone(s string, a, b int, digits bool) bool {
 		return digits && (r == '-' || r == '+')
 	}
 	return !(a > 0 && edge(before)) && !(b < len(s) && edge(after))
+}
+
+// escapeBefore reports whether a JSON (or C) escape ends at s[a]: "\n",
+// "\t" and the like, or "\uXXXX". Text in tool results is often JSON, where
+// a value follows such an escape directly.
+func escapeBefore(s string, a int) bool {
+	if a >= 2 && s[a-2] == '\\' && strings.IndexByte("nrtbf\"/\\", s[a-1]) >= 0 {
+		return true
+	}
+	if a >= 6 && s[a-6] == '\\' && s[a-5] == 'u' {
+		for i := a - 4; i < a; i++ {
+			if !strings.ContainsRune("0123456789abcdefABCDEF", rune(s[i])) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }
 
 // validID checks an 18-digit resident ID number: a real date of birth

@@ -9,7 +9,8 @@ import (
 // Map is the placeholders of one request: the same value is the same
 // placeholder throughout it, numbered per kind by first appearance.
 type Map struct {
-	kinds   []Kind
+	kinds    []Kind
+	reserved map[string]bool // placeholders written literally in the request
 	byValue map[string]string // value -> placeholder
 	byPH    map[string]string // placeholder -> value
 	next    map[Kind]int
@@ -18,7 +19,20 @@ type Map struct {
 
 // NewMap starts a request's placeholders for kinds.
 func NewMap(kinds []Kind) *Map {
-	return &Map{kinds: kinds, byValue: map[string]string{}, byPH: map[string]string{}, next: map[Kind]int{}, counts: map[Kind]int{}}
+	return &Map{kinds: kinds, byValue: map[string]string{}, byPH: map[string]string{}, next: map[Kind]int{}, counts: map[Kind]int{}, reserved: map[string]bool{}}
+}
+
+// Reserve keeps the placeholders written literally in s (a user's text, a
+// fetched page) from being handed out: they stay what they are and are
+// never put back as someone's value. Every text of a request is reserved
+// before any is redacted.
+func (m *Map) Reserve(s string) {
+	if !strings.Contains(s, "[") {
+		return
+	}
+	for _, ph := range rePH.FindAllString(s, -1) {
+		m.reserved[ph] = true
+	}
 }
 
 // Counts is how many values of each kind were replaced.
@@ -53,8 +67,14 @@ func (m *Map) placeholder(k Kind, v string) string {
 	if ph, ok := m.byValue[key]; ok {
 		return ph
 	}
-	m.next[k]++
-	ph := fmt.Sprintf("[%s_%d]", strings.ToUpper(string(k)), m.next[k])
+	var ph string
+	for {
+		m.next[k]++
+		ph = fmt.Sprintf("[%s_%d]", strings.ToUpper(string(k)), m.next[k])
+		if !m.reserved[ph] {
+			break
+		}
+	}
 	m.byValue[key] = ph
 	m.byPH[ph] = v
 	return ph
