@@ -10,11 +10,11 @@ import (
 // placeholder throughout it, numbered per kind by first appearance.
 type Map struct {
 	kinds    []Kind
-	reserved map[string]bool // placeholders written literally in the request
-	byValue map[string]string // value -> placeholder
-	byPH    map[string]string // placeholder -> value
-	next    map[Kind]int
-	counts  map[Kind]int // values replaced (every occurrence)
+	reserved map[string]bool   // placeholders written literally in the request
+	byValue  map[string]string // value -> placeholder
+	byPH     map[string]string // placeholder -> value
+	next     map[Kind]int
+	counts   map[Kind]int // values replaced (every occurrence)
 }
 
 // NewMap starts a request's placeholders for kinds.
