@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -93,7 +94,8 @@ const (
 	MaxReply     = 300 // bytes of a reply worth remembering
 	MaxText      = 500 // bytes of an utterance
 	maxResult    = 4 << 10
-	maxPerDevice = 200 // entries per channel, sender, device and profile
+	maxPerDevice = 200   // entries per channel, sender, device and profile
+	maxEntries   = 10000 // entries in all
 )
 
 // Cache is the command cache.
@@ -176,6 +178,13 @@ func (c *Cache) Lookup(ctx context.Context, r Request, modelDown bool) (Answer, 
 	}
 	best, bestSim := -1, -2.0
 	for i, e := range entries {
+		// Close in meaning is not enough: "set it to 23" is close to
+		// "set it to 21", "turn off" to "turn on". The numbers and the
+		// on/off words must be the same, or the old arguments would do
+		// what was not asked.
+		if !sameSlots(text, e.Utterance) {
+			continue
+		}
 		if s := cosine(p.vec, e.vec); s > bestSim {
 			best, bestSim = i, s
 		}
@@ -254,7 +263,16 @@ func (c *Cache) Learn(ctx context.Context, r Request, p Probe, steps []Step, rep
 		now.UnixMilli(), now.Add(c.c.TTL).UnixMilli()); err != nil {
 		return fmt.Errorf("command cache: %w", err)
 	}
-	// Bounded per device: the oldest go; expired and stale tool sets too.
+	// Expired entries of every device go (device names are the devices'
+	// own: one no longer heard from must not keep its rows for good), and
+	// the table holds at most maxEntries.
+	if _, err := tx.ExecContext(ctx, `DELETE FROM command_cache WHERE expires_at <= ?`, now.UnixMilli()); err != nil {
+		return fmt.Errorf("command cache: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM command_cache WHERE id NOT IN (SELECT id FROM command_cache ORDER BY id DESC LIMIT ?)`, maxEntries); err != nil {
+		return fmt.Errorf("command cache: %w", err)
+	}
+	// Bounded per device: the oldest go; stale tool sets too.
 	if _, err := tx.ExecContext(ctx, `DELETE FROM command_cache WHERE channel = ? AND sender = ? AND device = ? AND profile = ?
 		AND (expires_at <= ? OR tool_set != ? OR id NOT IN (SELECT id FROM command_cache WHERE channel = ? AND sender = ? AND device = ? AND profile = ? ORDER BY id DESC LIMIT ?))`,
 		r.Channel, r.Sender, r.Device, r.Profile, now.UnixMilli(), p.toolSet, r.Channel, r.Sender, r.Device, r.Profile, maxPerDevice); err != nil {
@@ -359,6 +377,60 @@ func ToolSetDigest(specs []llm.Tool, kind func(string) Kind) string {
 	}
 	return hex.EncodeToString(h.Sum(nil)[:16])
 }
+
+// slotWords are words that flip or scale what a command does; two
+// utterances answer alike only when they have the same ones (and the
+// same numbers).
+var slotWords = map[string]bool{
+	"on": true, "off": true, "open": true, "close": true, "closed": true, "up": true, "down": true, "start": true, "stop": true,
+	"enable": true, "disable": true, "lock": true, "unlock": true, "increase": true, "decrease": true, "raise": true, "lower": true,
+	"more": true, "less": true, "higher": true, "max": true, "min": true, "mute": true, "unmute": true, "pause": true, "resume": true,
+	"not": true, "don't": true, "no": true, "all": true, "left": true, "right": true, "first": true, "second": true, "third": true, "last": true,
+}
+
+// slotRunes are the same for Chinese, where words are not spaced: each
+// of these characters counts.
+const slotRunes = "开关启停升降增减加大小高低上下左右前后不别没全半一二两三四五六七八九十百千万零"
+
+// slots are what an utterance says that a remembered call's arguments
+// may depend on: its numbers, its on/off-like words, its Chinese number
+// and direction characters, in order.
+func slots(s string) []string {
+	var out []string
+	var num strings.Builder
+	flush := func() {
+		if num.Len() > 0 {
+			out = append(out, num.String())
+			num.Reset()
+		}
+	}
+	for _, w := range strings.FieldsFunc(strings.ToLower(s), func(r rune) bool {
+		return r < utf8.RuneSelf && !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '\'' || r == '.')
+	}) {
+		w = strings.Trim(w, ".")
+		if slotWords[w] {
+			out = append(out, w)
+		}
+		for _, r := range w {
+			switch {
+			case r >= '0' && r <= '9' || r == '.' && num.Len() > 0:
+				num.WriteRune(r)
+				continue
+			case strings.ContainsRune(slotRunes, r):
+				flush()
+				out = append(out, string(r))
+				continue
+			}
+			flush()
+		}
+		flush()
+	}
+	return out
+}
+
+// sameSlots reports whether a and b say the same numbers and on/off
+// words.
+func sameSlots(a, b string) bool { return slices.Equal(slots(a), slots(b)) }
 
 func cosine(a, b []float32) float64 {
 	if len(a) != len(b) || len(a) == 0 {

@@ -190,3 +190,26 @@ func TestCommandCacheLearnsOnlyWhatIsSafe(t *testing.T) {
 		t.Fatal("clear all")
 	}
 }
+
+// The numbers and on/off words of two utterances must match for one to be
+// answered like the other, in English and in Chinese.
+func TestSameSlots(t *testing.T) {
+	for _, c := range []struct {
+		a, b string
+		same bool
+	}{
+		{"turn on the lights", "turn on the light", true},
+		{"turn on the lights", "turn off the lights", false},
+		{"set the thermostat to 21 degrees", "set the thermostat to 21.0 degrees", false},
+		{"set the thermostat to 21 degrees", "thermostat to 21 degrees please", true},
+		{"打开客厅的灯", "打开客厅灯", true},
+		{"打开客厅的灯", "关闭客厅的灯", false},
+		{"空调调到二十六度", "空调调到二十五度", false},
+		{"volume up", "volume down", false},
+		{"don't turn on the fan", "turn on the fan", false},
+	} {
+		if got := sameSlots(c.a, c.b); got != c.same {
+			t.Errorf("sameSlots(%q, %q) = %v (slots %q / %q)", c.a, c.b, got, slots(c.a), slots(c.b))
+		}
+	}
+}
