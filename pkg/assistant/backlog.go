@@ -3,12 +3,16 @@ package assistant
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"agent/pkg/backlog"
 	"agent/pkg/clip"
 	"agent/pkg/conversation"
+	"agent/pkg/pairing"
+	"agent/pkg/recipient"
 )
 
 // The backlog (pkg/backlog): turns the model service could not answer are
@@ -25,6 +29,9 @@ type backlogPart struct {
 func (a *Assistant) newBacklog() *backlog.Backlog {
 	return backlog.New(backlog.Config{DB: a.d.Store.DB(), Clock: a.clock, Logger: a.logger.With("component", "backlog"),
 		Run: func(ctx context.Context, t backlog.Turn) ([]string, backlog.Outcome, error) {
+			if err := a.mayReplay(ctx, t); err != nil {
+				return nil, backlog.Answered, err // dropped, nothing said
+			}
 			return a.conv.Replay(ctx, t)
 		},
 		Deliver: a.deliverHeld})
@@ -53,6 +60,38 @@ func (a *Assistant) Backlog(ctx context.Context) (backlog.Stats, error) {
 		return backlog.Stats{}, err
 	}
 	return a.backlog.b.Stats(ctx)
+}
+
+// mayReplay checks again, when a held turn is about to run, what was
+// checked when it arrived: its sender (or group) is still admitted by the
+// DM policy, and a scheduled task's job still exists.
+func (a *Assistant) mayReplay(ctx context.Context, t backlog.Turn) error {
+	m := t.Message
+	if id, ok := strings.CutPrefix(m.MsgID, "job:"); ok {
+		n, err := strconv.ParseInt(id, 10, 64)
+		if err != nil {
+			return fmt.Errorf("held task of job %q: not a job id", id)
+		}
+		if _, err := a.sched.s.Get(ctx, n); err != nil {
+			return fmt.Errorf("held task of job %d: the job is gone: %w", n, err)
+		}
+	}
+	if m.Channel == recipient.AdminChannel {
+		return nil
+	}
+	policy := a.dmPolicy()
+	if (m.ChatType == conversation.Group || m.ChatType == conversation.Thread) && m.ChatID != "" &&
+		policy.Mode != pairing.Closed && pairing.Match(policy.AllowFrom, "group:"+m.Channel+":"+m.ChatID) {
+		return nil
+	}
+	ok, err := pairing.New(a.d.Store.DB(), a.clock.Now).Admitted(ctx, policy, m.Channel+":"+m.Sender)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("%s is no longer admitted by the DM policy", m.Channel+":"+m.Sender)
+	}
+	return nil
 }
 
 // deliverHeld sends a held turn's answer where it belongs (the sender, or

@@ -105,7 +105,8 @@ func (a *Assistant) schedulePrompt(ctx context.Context, t scheduler.Task) (strin
 	}
 	var held atomic.Bool
 	in := conversation.Inbound{Channel: channel, Sender: user, Text: scheduledPrefix + prompt,
-		ReplyChannel: t.Channel, ReplyTo: t.To, Due: t.Due, OnHeld: func() { held.Store(true) }}
+		ReplyChannel: t.Channel, ReplyTo: t.To, Due: t.Due, OnHeld: func() { held.Store(true) },
+		MsgID: fmt.Sprintf("job:%d", t.Job)} // one late run per job, however many fell due
 	in.Fast = a.d.Fast != nil && a.d.Fast(channel) // as the owner's own turns on that channel
 	replies, err := a.Ask(ctx, in)
 	if held.Load() {

@@ -15,6 +15,7 @@ import (
 	"agent/pkg/conversation"
 	"agent/pkg/diagnose"
 	"agent/pkg/diskfree"
+	"agent/pkg/egress"
 	"agent/pkg/health"
 	"agent/pkg/llm"
 	"agent/pkg/metrics"
@@ -357,7 +358,11 @@ func (a *Assistant) probeLLM(ctx context.Context) error {
 	if l.APIKey != "" {
 		req.Header.Set("Authorization", "Bearer "+l.APIKey)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	client := http.DefaultClient
+	if a.d.Egress != nil { // held to privacy.egress_allow and counted like every model request
+		client = a.d.Egress.Client(egress.LLM, 0)
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		return fmt.Errorf("%s unreachable: %v", l.BaseURL, redactKey(err.Error(), l.APIKey))
 	}

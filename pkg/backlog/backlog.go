@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"agent/pkg/clock"
@@ -50,6 +51,9 @@ type Message struct {
 	// ReplyChannel and ReplyTo are where the answer goes ("" : the
 	// sender on Channel); Due is when a scheduled task was due (the
 	// answer then says it ran late).
+	// MsgID identifies the message(s) the turn answers (an inbox row): a
+	// message processed again after a crash is held once.
+	MsgID        string    `json:"msg_id,omitempty"`
 	ReplyChannel string    `json:"reply_channel,omitempty"`
 	ReplyTo      string    `json:"reply_to,omitempty"`
 	Due          time.Time `json:"due,omitzero"`
@@ -83,6 +87,8 @@ type Config struct {
 	// MinPause and MaxPause bound the pause between tries while the
 	// service stays down (5 s doubling to 1 min).
 	MinPause, MaxPause time.Duration
+	// MaxAge is how long a turn is held before it is given up (1 day).
+	MaxAge time.Duration
 }
 
 // MaxText bounds a held message's text (what a channel passes is shorter).
@@ -106,6 +112,9 @@ func New(cfg Config) *Backlog {
 	if cfg.MaxPause < cfg.MinPause {
 		cfg.MaxPause = max(time.Minute, cfg.MinPause)
 	}
+	if cfg.MaxAge <= 0 {
+		cfg.MaxAge = 24 * time.Hour
+	}
 	return &Backlog{c: cfg, wake: make(chan struct{}, 1)}
 }
 
@@ -117,34 +126,59 @@ const (
 	stateDropped   = 3 // failed for another reason
 )
 
-// Hold keeps a turn. first reports whether the conversation had none held
-// before (the user is told once per outage).
-func (b *Backlog) Hold(ctx context.Context, key string, m Message, session int64) (first bool, err error) {
+// Hold keeps a turn. first reports whether its user is to be told now:
+// once per outage and conversation, and never for a scheduled task (Due:
+// its answer goes elsewhere, the owner's own first message is told). dup
+// reports that the same message (MsgID) was held before, whatever became
+// of it, or that the same job ("job:ID") is held now: nothing is kept.
+func (b *Backlog) Hold(ctx context.Context, key string, m Message, session int64) (first, dup bool, err error) {
 	if len(m.Text) > MaxText {
-		return false, fmt.Errorf("backlog: message of %d bytes is over %d", len(m.Text), MaxText)
+		return false, false, fmt.Errorf("backlog: message of %d bytes is over %d", len(m.Text), MaxText)
 	}
 	raw, err := json.Marshal(m)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	tx, err := b.c.DB.BeginTx(ctx, nil)
 	if err != nil {
-		return false, fmt.Errorf("backlog: %w", err)
+		return false, false, fmt.Errorf("backlog: %w", err)
 	}
 	defer tx.Rollback()
-	var n int
-	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM held_turns WHERE key = ? AND state = 0`, key).Scan(&n); err != nil {
-		return false, fmt.Errorf("backlog: %w", err)
+	if m.MsgID != "" {
+		q := `SELECT count(*) FROM held_turns WHERE key = ? AND msg_id = ?`
+		if strings.HasPrefix(m.MsgID, "job:") {
+			q += ` AND state = 0` // one late run of a job, however many fell due
+		}
+		var n int
+		if err := tx.QueryRowContext(ctx, q, key, m.MsgID).Scan(&n); err != nil {
+			return false, false, fmt.Errorf("backlog: %w", err)
+		}
+		if n > 0 {
+			return false, true, nil
+		}
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO held_turns(key, message, session_id, held_at) VALUES (?, ?, ?, ?)`,
-		key, string(raw), session, b.c.Clock.Now().UnixMilli()); err != nil {
-		return false, fmt.Errorf("backlog: %w", err)
+	var told int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM held_turns WHERE key = ? AND state = 0 AND told = 1`, key).Scan(&told); err != nil {
+		return false, false, fmt.Errorf("backlog: %w", err)
+	}
+	first = told == 0 && m.Due.IsZero()
+	if _, err := tx.ExecContext(ctx, `INSERT INTO held_turns(key, message, session_id, msg_id, told, held_at) VALUES (?, ?, ?, ?, ?, ?)`,
+		key, string(raw), session, m.MsgID, first, b.c.Clock.Now().UnixMilli()); err != nil {
+		return false, false, fmt.Errorf("backlog: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
-		return false, fmt.Errorf("backlog: %w", err)
+		return false, false, fmt.Errorf("backlog: %w", err)
 	}
 	b.Wake()
-	return n == 0, nil
+	return first, false, nil
+}
+
+// Resumed records the session a held turn's message went to while it was
+// run again and failed again: the next run continues it instead of
+// storing the message once more.
+func (b *Backlog) Resumed(ctx context.Context, id, session int64) error {
+	_, err := b.c.DB.ExecContext(ctx, `UPDATE held_turns SET session_id = ? WHERE id = ? AND state = 0`, session, id)
+	return err
 }
 
 // Waiting is how many turns of key are held.
@@ -191,43 +225,90 @@ func (b *Backlog) Wake() {
 	}
 }
 
-// Run tries the held turns until ctx ends: the oldest first, one at a
-// time (so each conversation's order holds); while the service stays
-// down it pauses, longer each time, and a Wake cuts the pause short.
+// Run tries the held turns until ctx ends: each conversation's oldest,
+// in the order they were held, so one conversation's turn that keeps
+// failing (too large for the model's limits, say) never holds up the
+// others. A turn held longer than MaxAge is given up with a word to its
+// user. While the service stays down the backlog pauses, longer each
+// time (or until the model client's breaker lets a probe through), and a
+// Wake cuts the pause short.
 func (b *Backlog) Run(ctx context.Context) error {
 	pause := b.c.MinPause
+	var pruned time.Time
 	for {
-		t, ok, err := b.oldest(ctx)
-		switch {
-		case ctx.Err() != nil:
+		if now := b.c.Clock.Now(); now.Sub(pruned) > time.Hour {
+			b.prune(ctx)
+			pruned = now
+		}
+		heads, err := b.heads(ctx)
+		if ctx.Err() != nil {
 			return nil
-		case err != nil:
+		}
+		if err != nil {
 			b.c.Logger.Error("backlog: reading held turns failed", "err", err)
-		case !ok:
+		}
+		if err == nil && len(heads) == 0 {
 			pause = b.c.MinPause
 			if !b.sleep(ctx, 0) {
 				return nil
 			}
 			continue
-		default:
-			settled, hint := b.try(ctx, t)
-			if settled {
-				pause = b.c.MinPause
+		}
+		progressed := false
+		var hint time.Duration
+		for _, t := range heads {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if b.c.Clock.Now().Sub(t.Held) > b.c.MaxAge {
+				b.giveUp(ctx, t)
+				progressed = true
 				continue
 			}
-			if hint > 0 {
-				// The model client says when it tries again (its
-				// breaker's probe): retry right then.
-				if !b.sleep(ctx, min(hint+10*time.Millisecond, b.c.MaxPause)) {
-					return nil
-				}
-				continue
+			settled, h := b.try(ctx, t)
+			if settled {
+				progressed = true
+			} else if h > 0 && (hint == 0 || h < hint) {
+				hint = h
 			}
 		}
-		if !b.sleep(ctx, pause) {
+		if progressed {
+			pause = b.c.MinPause
+			continue
+		}
+		wait := pause
+		if hint > 0 {
+			// The model client says when it tries again (its breaker's
+			// probe): retry right then.
+			wait = min(hint+10*time.Millisecond, b.c.MaxPause)
+		} else {
+			pause = min(pause*2, b.c.MaxPause)
+		}
+		if !b.sleep(ctx, wait) {
 			return nil
 		}
-		pause = min(pause*2, b.c.MaxPause)
+	}
+}
+
+// GaveUpText is what a user whose held message was given up reads.
+const GaveUpText = "I could not answer this: the model service stayed unreachable for too long. Please ask again."
+
+// giveUp drops a held turn too old to answer and tells its user.
+func (b *Backlog) giveUp(ctx context.Context, t Turn) {
+	b.c.Logger.Warn("backlog: held turn given up", "held", t.ID, "key", t.Key, "age", b.c.Clock.Now().Sub(t.Held).Round(time.Minute))
+	if err := b.c.Deliver(ctx, t, []string{GaveUpText}); err != nil {
+		b.c.Logger.Error("backlog: notice not delivered", "held", t.ID, "err", err)
+	}
+	if _, err := b.c.DB.ExecContext(ctx, `UPDATE held_turns SET state = ?, done_at = ? WHERE id = ?`, stateDropped, b.c.Clock.Now().UnixMilli(), t.ID); err != nil {
+		b.c.Logger.Error("backlog: marking a held turn dropped failed", "held", t.ID, "err", err)
+	}
+}
+
+// prune deletes settled rows older than a week (the text of a held
+// message is not kept for good).
+func (b *Backlog) prune(ctx context.Context) {
+	if _, err := b.c.DB.ExecContext(ctx, `DELETE FROM held_turns WHERE state != 0 AND done_at < ?`, b.c.Clock.Now().Add(-7*24*time.Hour).UnixMilli()); err != nil {
+		b.c.Logger.Warn("backlog: pruning failed", "err", err)
 	}
 }
 
@@ -285,24 +366,38 @@ func (b *Backlog) try(ctx context.Context, t Turn) (settled bool, hint time.Dura
 	return true, 0
 }
 
-// oldest is the first held turn.
-func (b *Backlog) oldest(ctx context.Context) (Turn, bool, error) {
-	var t Turn
-	var raw string
-	var held int64
-	err := b.c.DB.QueryRowContext(ctx, `SELECT id, key, message, session_id, held_at, tries FROM held_turns WHERE state = 0 ORDER BY id LIMIT 1`).
-		Scan(&t.ID, &t.Key, &raw, &t.Session, &held, &t.Tries)
-	if errors.Is(err, sql.ErrNoRows) {
-		return t, false, nil
-	}
+// maxHeads bounds the conversations tried in one pass.
+const maxHeads = 200
+
+// heads are the oldest held turn of each conversation, oldest first.
+func (b *Backlog) heads(ctx context.Context) ([]Turn, error) {
+	rows, err := b.c.DB.QueryContext(ctx, `SELECT h.id, h.key, h.message, h.session_id, h.held_at, h.tries FROM held_turns h
+		JOIN (SELECT min(id) AS id FROM held_turns WHERE state = 0 GROUP BY key) m ON h.id = m.id ORDER BY h.id LIMIT ?`, maxHeads)
 	if err != nil {
-		return t, false, err
+		return nil, err
 	}
-	t.Held = time.UnixMilli(held)
-	if err := json.Unmarshal([]byte(raw), &t.Message); err != nil {
-		// Not ours to read: dropped, not retried forever.
-		b.c.DB.ExecContext(ctx, `UPDATE held_turns SET state = ? WHERE id = ?`, stateDropped, t.ID)
-		return t, false, fmt.Errorf("held turn %d unreadable: %w", t.ID, err)
+	var out, bad []Turn
+	for rows.Next() {
+		var t Turn
+		var raw string
+		var held int64
+		if err := rows.Scan(&t.ID, &t.Key, &raw, &t.Session, &held, &t.Tries); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		t.Held = time.UnixMilli(held)
+		if err := json.Unmarshal([]byte(raw), &t.Message); err != nil {
+			bad = append(bad, t)
+			continue
+		}
+		out = append(out, t)
 	}
-	return t, true, nil
+	rows.Close()
+	for _, t := range bad { // not ours to read: dropped, not retried forever
+		b.c.Logger.Error("backlog: held turn unreadable; dropped", "held", t.ID)
+		if _, err := b.c.DB.ExecContext(ctx, `UPDATE held_turns SET state = ?, done_at = ? WHERE id = ?`, stateDropped, b.c.Clock.Now().UnixMilli(), t.ID); err != nil {
+			return nil, err
+		}
+	}
+	return out, rows.Err()
 }

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"agent/pkg/clock"
 	"agent/pkg/llm"
 	"agent/pkg/store"
 )
@@ -71,7 +73,7 @@ func TestHeldTurnsAnsweredInOrder(t *testing.T) {
 	b := r.backlog(st)
 	hold := func(key, text string, wantFirst bool) {
 		t.Helper()
-		first, err := b.Hold(ctx, key, Message{Channel: "wecom", Sender: "x", Text: text}, 0)
+		first, _, err := b.Hold(ctx, key, Message{Channel: "wecom", Sender: "x", Text: text}, 0)
 		if err != nil || first != wantFirst {
 			t.Fatalf("Hold(%s, %s) = %v, %v; want first=%v", key, text, first, err, wantFirst)
 		}
@@ -126,11 +128,15 @@ func TestHeldTurnsAnsweredInOrder(t *testing.T) {
 	r.mu.Lock()
 	got := r.delivered
 	r.mu.Unlock()
-	want := []string{"p2p:wecom:alice: answer to a1", "p2p:wecom:alice: answer to a2", "p2p:wecom:bob: answer to b1", "p2p:wecom:alice: Something went wrong"}
-	for i := range want {
-		if i >= len(got) || got[i] != want[i] {
-			t.Fatalf("delivered %q, want %q", got, want)
-		}
+	// In order per conversation (conversations take turns).
+	byKey := map[string][]string{}
+	for _, g := range got {
+		k, v, _ := strings.Cut(g, ": ")
+		byKey[k] = append(byKey[k], v)
+	}
+	if a, b := strings.Join(byKey["p2p:wecom:alice"], "|"), strings.Join(byKey["p2p:wecom:bob"], "|"); len(got) != 4 ||
+		a != "answer to a1|answer to a2|Something went wrong" || b != "answer to b1" {
+		t.Fatalf("delivered %q", got)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for { // delivered, then marked answered
@@ -148,7 +154,7 @@ func TestHeldTurnsAnsweredInOrder(t *testing.T) {
 		t.Fatalf("delivered more than once: %q", r.delivered)
 	case <-time.After(50 * time.Millisecond):
 	}
-	if first, _ := b.Hold(ctx, "p2p:wecom:alice", Message{Text: "again"}, 0); !first {
+	if first, _, _ := b.Hold(ctx, "p2p:wecom:alice", Message{Text: "again"}, 0); !first {
 		t.Fatal("a new outage after the backlog emptied is not told again")
 	}
 }
@@ -161,7 +167,7 @@ func TestBadHeldRows(t *testing.T) {
 	r := &rig{up: make(chan struct{}), answered: make(chan struct{}, 4)}
 	close(r.up)
 	b := r.backlog(st)
-	if _, err := b.Hold(ctx, "k", Message{Text: string(make([]byte, MaxText+1))}, 0); err == nil {
+	if _, _, err := b.Hold(ctx, "k", Message{Text: string(make([]byte, MaxText+1))}, 0); err == nil {
 		t.Fatal("oversized message held")
 	}
 	if _, err := st.DB().Exec(`INSERT INTO held_turns(key, message, held_at) VALUES ('k', 'not json', 0)`); err != nil {
@@ -207,5 +213,75 @@ func TestRetryAtTheBreakersProbe(t *testing.T) {
 	case <-answered:
 	case <-time.After(20 * time.Second):
 		t.Fatalf("not retried at the probe (%d tries)", tries.Load())
+	}
+}
+
+// A message processed again after a crash (the same MsgID) is held once;
+// a job due again while its earlier run is held is held once too, but
+// held again after that run was answered; a scheduled task never takes
+// the one notice of its owner's conversation; a turn held past MaxAge is
+// given up with a word to its user.
+func TestHoldOnceAndGiveUp(t *testing.T) {
+	st := openStore(t, filepath.Join(t.TempDir(), store.FileName))
+	ctx := context.Background()
+	r := &rig{up: make(chan struct{}), answered: make(chan struct{}, 8)}
+	b := r.backlog(st)
+	hold := func(m Message) (bool, bool) {
+		t.Helper()
+		first, dup, err := b.Hold(ctx, "k", m, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return first, dup
+	}
+	if first, _ := hold(Message{Text: "task", MsgID: "job:7", Due: time.Now()}); first {
+		t.Fatal("a scheduled task took the owner's notice")
+	}
+	if _, dup := hold(Message{Text: "task", MsgID: "job:7", Due: time.Now()}); !dup {
+		t.Fatal("a job due again was held twice")
+	}
+	if first, dup := hold(Message{Text: "mine", MsgID: "inbox:5"}); !first || dup {
+		t.Fatalf("the owner's own first message: first=%v dup=%v", first, dup)
+	}
+	if _, dup := hold(Message{Text: "mine", MsgID: "inbox:5"}); !dup {
+		t.Fatal("a message processed again was held twice")
+	}
+	st.DB().Exec(`UPDATE held_turns SET state = 1 WHERE msg_id = 'job:7'`)
+	if _, dup := hold(Message{Text: "task", MsgID: "job:7", Due: time.Now()}); dup {
+		t.Fatal("the job's next outage was not held")
+	}
+	st.DB().Exec(`UPDATE held_turns SET state = 1 WHERE msg_id = 'inbox:5'`)
+	if _, dup := hold(Message{Text: "mine", MsgID: "inbox:5"}); !dup {
+		t.Fatal("an answered message processed again was held again")
+	}
+	// Given up after MaxAge: the user hears so, nothing is run.
+	clk := clock.NewFake(time.Now().Add(48 * time.Hour))
+	var mu sync.Mutex
+	var got []string
+	b2 := New(Config{DB: st.DB(), Clock: clk, MinPause: time.Millisecond, MaxPause: time.Millisecond,
+		Run: func(context.Context, Turn) ([]string, Outcome, error) { t.Error("ran a turn past its age"); return nil, StillDown, nil },
+		Deliver: func(_ context.Context, _ Turn, replies []string) error {
+			mu.Lock()
+			got = append(got, replies...)
+			mu.Unlock()
+			return nil
+		}})
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go b2.Run(runCtx)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if s, _ := b2.Stats(ctx); s.Held == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("old held turns not given up")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) == 0 || got[0] != GaveUpText {
+		t.Fatalf("told %q", got)
 	}
 }

@@ -39,6 +39,10 @@ type Inbound struct {
 	ChatType string // p2p (default), group, thread
 	Sender   string
 	Device   string // the device a voice or hardware turn comes from ("" when none)
+	// MsgID identifies the stored message(s) the turn answers (the
+	// channel's inbox row): a message processed again after a crash is
+	// held only once.
+	MsgID    string
 	ChatID   string
 	ThreadID string
 	Text     string
@@ -71,6 +75,7 @@ type replay struct {
 	resume  int64
 	stillDn bool
 	err     error
+	session int64 // where the failed run stored the message
 }
 
 // ToolProgress is one tool's step in a turn.
@@ -131,9 +136,10 @@ type CommandCache interface {
 
 // Backlog is the held turns (*backlog.Backlog).
 type Backlog interface {
-	Hold(ctx context.Context, key string, m backlog.Message, session int64) (first bool, err error)
+	Hold(ctx context.Context, key string, m backlog.Message, session int64) (first, dup bool, err error)
 	Waiting(ctx context.Context, key string) (int, error)
 	Cancel(ctx context.Context, key string) (int, error)
+	Resumed(ctx context.Context, id, session int64) error
 	Wake()
 }
 
@@ -224,11 +230,18 @@ func (s *Service) turn(ctx context.Context, key session.Key, in Inbound, reply R
 		// Turns of this conversation wait for the model service: this
 		// one waits behind them (the user was told at the first).
 		if n, err := s.d.Backlog.Waiting(ctx, string(key)); err == nil && n > 0 {
-			_, err := s.d.Backlog.Hold(ctx, string(key), heldMessage(in), 0)
+			first, dup, err := s.d.Backlog.Hold(ctx, string(key), heldMessage(in), 0)
 			if err == nil {
+				if dup {
+					s.logger.Info("message held already; not held again", "key", key, "msg", in.MsgID)
+					return
+				}
 				s.logger.Info("turn held behind the conversation's earlier ones", "key", key, "held", n+1)
 				if in.OnHeld != nil {
 					in.OnHeld()
+				}
+				if first { // what is held before it was a scheduled task: nobody was told
+					s.send(ctx, reply, HeldText)
 				}
 				return
 			}
@@ -381,13 +394,17 @@ func (s *Service) hold(ctx context.Context, key session.Key, in Inbound, reply R
 		return false
 	}
 	if in.replay != nil {
-		in.replay.stillDn, in.replay.err = true, err
+		in.replay.stillDn, in.replay.err, in.replay.session = true, err, sess
 		return true
 	}
-	first, herr := s.d.Backlog.Hold(ctx, string(key), heldMessage(in), sess)
+	first, dup, herr := s.d.Backlog.Hold(ctx, string(key), heldMessage(in), sess)
 	if herr != nil {
 		s.logger.Error("turn could not be held", "key", key, "err", herr)
 		return false
+	}
+	if dup { // processed again after a crash: held (or answered) already
+		s.logger.Info("message held already; not held again", "key", key, "msg", in.MsgID)
+		return true
 	}
 	s.logger.Warn("model service unreachable; turn held", "key", key, "err", err)
 	if in.OnHeld != nil {
@@ -402,7 +419,7 @@ func (s *Service) hold(ctx context.Context, key session.Key, in Inbound, reply R
 // heldMessage is what the backlog keeps of in.
 func heldMessage(in Inbound) backlog.Message {
 	return backlog.Message{Channel: in.Channel, Profile: in.Profile, ChatType: in.ChatType, Sender: in.Sender, ChatID: in.ChatID,
-		ThreadID: in.ThreadID, Text: clip.Bytes(in.Text, backlog.MaxText), ReplyChannel: in.ReplyChannel, ReplyTo: in.ReplyTo, Due: in.Due}
+		ThreadID: in.ThreadID, Text: clip.Bytes(in.Text, backlog.MaxText), MsgID: in.MsgID, ReplyChannel: in.ReplyChannel, ReplyTo: in.ReplyTo, Due: in.Due}
 }
 
 func resumeOf(in Inbound) int64 {
@@ -437,6 +454,12 @@ func (s *Service) Replay(ctx context.Context, t backlog.Turn) ([]string, backlog
 		return nil, backlog.StillDown, ctx.Err()
 	}
 	if rp.stillDn {
+		if rp.session != 0 && rp.session != t.Session && s.d.Backlog != nil {
+			// The message is stored now: the next run continues it.
+			if err := s.d.Backlog.Resumed(ctx, t.ID, rp.session); err != nil {
+				s.logger.Warn("backlog: session of a held turn not recorded", "held", t.ID, "err", err)
+			}
+		}
 		return nil, backlog.StillDown, rp.err
 	}
 	mu.Lock()

@@ -428,9 +428,10 @@ func (d *Daemon) checkIntegrity(ctx context.Context) {
 	}
 	if err != nil {
 		path := d.store.Path()
+		// Health first: whoever reads the log line finds it on /healthz.
+		d.checker.Register("database_integrity", func(context.Context) error { return err })
 		d.logger.Error("database integrity check failed", "err", err,
 			"fix", "systemctl stop agent; mv "+path+" "+path+".corrupt (or restore a backup)")
-		d.checker.Register("database_integrity", func(context.Context) error { return err })
 		return
 	}
 	d.logger.Debug("database integrity ok")

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"agent/pkg/admin"
@@ -83,7 +84,7 @@ func procAddr(s string) string {
 }
 
 // The whole daemon with [privacy] egress_allow = ["127.0.0.1"]: WeCom (the
-// AI Bot), the model, memory and the scheduler at work, and an MCP server
+// AI Bot), a voice device, the model, memory and the scheduler at work, and an MCP server
 // on 127.0.0.2, which is not allowed. The ledger shows the model's and the
 // bot's traffic and the refused MCP connection; at the socket level, no
 // connection of the process ever had an end outside 127.0.0.1.
@@ -106,7 +107,9 @@ func TestEgressOnlyToAllowedHosts(t *testing.T) {
 	})
 	bot := aibottest.New(t)
 	dir := t.TempDir()
-	cfg := botConfig(llmSrv.BaseURL(), bot.URL()) + fmt.Sprintf(`[privacy]
+	cfg := botConfig(llmSrv.BaseURL(), bot.URL()) + fmt.Sprintf(`[voice]
+token = "egress-token-0123456789"
+[privacy]
 egress_allow = ["127.0.0.1"]
 [mcp_servers.exfil]
 transport = "http"
@@ -121,6 +124,21 @@ url = "http://%s/mcp"
 	sample := func() { seen = append(seen, openSockets(t)...) }
 	sample()
 	waitFinished(t, bot, bot.Text("e1", "zhangsan", "single", "", "remind me: I like tea"))
+	sample()
+	// A voice device's text turn.
+	ws, _, err := websocket.DefaultDialer.Dial("ws://"+addr+"/voice", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	ws.WriteJSON(map[string]any{"type": "hello", "token": "egress-token-0123456789", "user": "lisi", "profile": "voice", "sample_rate": 16000,
+		"protocol": "agent.voice.v1", "tts": false})
+	if m := readFrame(t, ws); m["type"] != "ready" {
+		t.Fatalf("voice hello: %v", m)
+	}
+	if got := say(t, ws, "hello"); got != "fine" {
+		t.Fatalf("voice turn: %q", got)
+	}
 	sample()
 	c := admin.NewClient(filepath.Join(dir, "var", "agent.sock"))
 	if _, err := c.AddJob(context.Background(), admin.JobSpec{Owner: "wecom:zhangsan", Cron: "0 9 * * *", Text: "tea time"}); err != nil {

@@ -264,12 +264,15 @@ CREATE TABLE held_turns (
 	key        TEXT    NOT NULL,
 	message    TEXT    NOT NULL,
 	session_id INTEGER NOT NULL DEFAULT 0,
+	msg_id     TEXT    NOT NULL DEFAULT '',
+	told       INTEGER NOT NULL DEFAULT 0,
 	held_at    INTEGER NOT NULL,
 	state      INTEGER NOT NULL DEFAULT 0,
 	tries      INTEGER NOT NULL DEFAULT 0,
 	done_at    INTEGER
 ) STRICT;
-CREATE INDEX held_turns_waiting ON held_turns(state, key, id);`},
+CREATE INDEX held_turns_waiting ON held_turns(state, key, id);
+CREATE INDEX held_turns_msg ON held_turns(key, msg_id) WHERE msg_id != '';`},
 	// pkg/egress: outbound traffic per hour, purpose and destination, and
 	// the values [privacy] redact kept from the model per hour and kind.
 	{Name: "egress", SQL: `

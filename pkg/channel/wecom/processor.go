@@ -253,7 +253,8 @@ func (p *Processor) turn(ctx context.Context, b *batch) error {
 		}
 		return p.commit(ctx, b, state, textItems(notices))
 	}
-	in := conversation.Inbound{Channel: Channel, ChatType: conversation.P2P, Sender: b.sender, Text: strings.Join(texts, "\n"), Images: images}
+	in := conversation.Inbound{Channel: Channel, ChatType: conversation.P2P, Sender: b.sender, Text: strings.Join(texts, "\n"), Images: images,
+		MsgID: fmt.Sprintf("inbox:%d", b.rows[len(b.rows)-1].id)}
 	if b.chatID != "" {
 		in.ChatType, in.ChatID = conversation.Group, b.chatID
 	}

@@ -157,7 +157,8 @@ func (p *processor) turn(ctx context.Context, rows []mailbox.Row) error {
 		}
 		return p.commit(ctx, rows, state, strings.Join(notices, "\n\n"))
 	}
-	in := conversation.Inbound{Channel: scope, Profile: scope, ChatType: conversation.P2P, Sender: r.Sender, Text: strings.Join(texts, "\n"), Images: images}
+	in := conversation.Inbound{Channel: scope, Profile: scope, ChatType: conversation.P2P, Sender: r.Sender, Text: strings.Join(texts, "\n"), Images: images,
+		MsgID: fmt.Sprintf("inbox:%d", r.ID)}
 	if r.ChatID != "" {
 		in.ChatType, in.ChatID = conversation.Group, r.ChatID
 	}
