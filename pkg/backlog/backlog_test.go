@@ -259,7 +259,10 @@ func TestHoldOnceAndGiveUp(t *testing.T) {
 	var mu sync.Mutex
 	var got []string
 	b2 := New(Config{DB: st.DB(), Clock: clk, MinPause: time.Millisecond, MaxPause: time.Millisecond,
-		Run: func(context.Context, Turn) ([]string, Outcome, error) { t.Error("ran a turn past its age"); return nil, StillDown, nil },
+		Run: func(context.Context, Turn) ([]string, Outcome, error) {
+			t.Error("ran a turn past its age")
+			return nil, StillDown, nil
+		},
 		Deliver: func(_ context.Context, _ Turn, replies []string) error {
 			mu.Lock()
 			got = append(got, replies...)
