@@ -20,7 +20,7 @@ export AGENT_ORT_LIB := $(DEPS)/onnxruntime/linux-$(HOSTARCH)/libonnxruntime.so.
 
 NATIVE_STAMPS := $(DEPS)/onnxruntime/linux-$(HOSTARCH)/libonnxruntime.so.1 $(DEPS)/whisper/linux-$(HOSTARCH)/lib/libwhisper.a $(DEPS)/models/silero_vad_v5.onnx
 
-.PHONY: help build build-arm64 run test test-short lint bench deps models testmodels install clean
+.PHONY: help build build-arm64 run test test-short test-systemd lint bench deb deps models testmodels install clean
 
 help: ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -64,6 +64,14 @@ lint: ## vet, gofmt and staticcheck
 bench: build build-arm64 testmodels ## run benchmarks and write bench/RESULTS.md
 	scripts/bench.sh
 
+deb: build build-arm64 ## build dist/agent_VERSION_amd64.deb and _arm64.deb (dpkg-deb, no network)
+	scripts/deb.sh amd64 bin
+	scripts/deb.sh arm64 bin/linux-arm64
+
+test-systemd: build ## install the amd64 .deb in a systemd-nspawn container and check the service under a real systemd
+	scripts/deb.sh amd64 bin >/dev/null
+	scripts/test-systemd.sh
+
 models: ## fetch the real model weights (needs internet; pinned SHA-256)
 	scripts/fetch-models.sh
 
@@ -71,4 +79,4 @@ install: build ## install on this machine (systemd unit, /usr/local/bin, /etc/ag
 	scripts/install.sh bin
 
 clean:
-	rm -rf bin
+	rm -rf bin dist

@@ -23,6 +23,7 @@ render_config() {
       -e "s|^model_dir = .*|model_dir = \"$prefix/share/agent/models/bge-small-en-v1.5\"|" \
       -e "s|^onnxruntime_lib = .*|onnxruntime_lib = \"$prefix/lib/agent/libonnxruntime.so.1\"|" \
       -e "s|^model = \"models/ggml|model = \"$prefix/share/agent/models/ggml|" \
+      -e "s|^vad_model = .*|vad_model = \"$prefix/share/agent/models/silero_vad_v5.onnx\"|" \
       "$root/config.toml"
 }
 if [ "${1:-}" = --print-config ]; then render_config; exit 0; fi

@@ -1,0 +1,207 @@
+#!/usr/bin/env bash
+# make test-systemd: the amd64 package under a real systemd. Boots Debian
+# bookworm with systemd as PID 1 in a systemd-nspawn container, installs
+# dist/agent_*_amd64.deb with dpkg and checks the service as an operator
+# would: start to READY, /healthz, doctor, reload, the watchdog, an invalid
+# configuration, stop, MemoryMax, ProtectSystem, the exec sandbox, and the
+# systemd-analyze security score. Writes what it measured to
+# dist/systemd-test.txt (bench/RESULTS.md quotes it).
+#
+#   scripts/test-systemd.sh [DEB]
+#
+# The host needs no systemd: nspawn runs with --register=no --keep-unit
+# and the container is entered with nsenter. The Debian root (debootstrap
+# from the mirror apt uses) is built once and cached under .deps/.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+deb=${1:-$(ls -t "$root"/dist/agent_*_amd64.deb 2>/dev/null | head -1)}
+[ -f "$deb" ] || { echo "test-systemd: no amd64 package (make deb)" >&2; exit 1; }
+[ "$(id -u)" -eq 0 ] || { echo "test-systemd: run as root (nspawn, nsenter)" >&2; exit 1; }
+log() { echo "test-systemd: $*" >&2; }
+fail() { echo "test-systemd: FAIL: $*" >&2; exit 1; }
+
+need=()
+command -v systemd-nspawn >/dev/null || need+=(systemd-container)
+command -v debootstrap >/dev/null || need+=(debootstrap)
+if [ ${#need[@]} -gt 0 ]; then
+  log "installing ${need[*]}"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+cache=$root/.deps/systemd-test/bookworm-rootfs.tar.gz
+if [ ! -f "$cache" ]; then
+  # The mirror apt already uses (one-line or deb822 sources).
+  mirror=$(grep -hsE '^deb ' /etc/apt/sources.list /etc/apt/sources.list.d/*.list | awk '{print $2; exit}')
+  [ -n "$mirror" ] || mirror=$(grep -hsE '^URIs:' /etc/apt/sources.list.d/*.sources | awk '{print $2; exit}')
+  [ -n "$mirror" ] || fail "no Debian mirror in apt's sources"
+  log "building the bookworm root from $mirror (once; cached in $cache)"
+  tmproot=$(mktemp -d)
+  debootstrap --variant=minbase --include=systemd,systemd-sysv,dbus,adduser,bubblewrap,procps,curl,ca-certificates,python3 \
+    bookworm "$tmproot" "$mirror" >/dev/null
+  mkdir -p "$(dirname "$cache")"
+  tar -C "$tmproot" -czf "$cache.tmp" . && mv "$cache.tmp" "$cache"
+  rm -rf "$tmproot"
+fi
+
+work=$(mktemp -d)
+rootfs=$work/rootfs
+nspawn=""
+cleanup() {
+  if [ -n "$nspawn" ] && kill -0 "$nspawn" 2>/dev/null; then
+    kill -TERM "$nspawn" 2>/dev/null || true
+    for _ in $(seq 50); do kill -0 "$nspawn" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$nspawn" 2>/dev/null || true
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+mkdir -p "$rootfs"
+tar -C "$rootfs" -xzf "$cache"
+cp "$deb" "$rootfs/root/agent.deb"
+echo agent-test > "$rootfs/etc/hostname"
+
+log "booting the container"
+systemd-nspawn -D "$rootfs" --register=no --keep-unit --boot --console=pipe -q > "$work/console.log" 2>&1 &
+nspawn=$!
+pid=""
+for _ in $(seq 100); do
+  pid=$(pgrep -P "$nspawn" | head -1 || true)
+  [ -n "$pid" ] && break
+  sleep 0.1
+done
+[ -n "$pid" ] || { cat "$work/console.log" >&2; fail "the container did not start"; }
+ct() { nsenter -t "$pid" -a -- "$@"; }
+state=""
+for _ in $(seq 100); do
+  state=$(ct systemctl is-system-running 2>/dev/null || true)
+  case $state in running|degraded) break ;; esac
+  sleep 0.2
+done
+case $state in running|degraded) ;; *) cat "$work/console.log" >&2; fail "the container's systemd is $state" ;; esac
+# cgroup v1: nspawn mounts the memory controller read-only; systemd must
+# write it to enforce MemoryMax.
+if ct test -d /sys/fs/cgroup/memory; then
+  ct mount -o remount,rw /sys/fs/cgroup/memory 2>/dev/null || true
+  ct systemctl daemon-reexec
+fi
+
+results=$root/dist/systemd-test.txt
+: > "$results"
+record() { echo "$*" | tee -a "$results" >&2; }
+
+# 1. Install: dpkg -i runs postinst, which starts the service and shows doctor.
+t0=$(date +%s.%N)
+ct dpkg -i /root/agent.deb > "$work/install.log" 2>&1 || { cat "$work/install.log" >&2; fail "dpkg -i"; }
+grep -q "agentctl doctor says" "$work/install.log" || { cat "$work/install.log" >&2; fail "postinst showed no doctor output"; }
+ready=""
+for _ in $(seq 300); do
+  if ct systemctl show agent -p StatusText --value 2>/dev/null | grep -q "serving on"; then ready=1; break; fi
+  sleep 0.1
+done
+[ -n "$ready" ] || { ct journalctl -u agent --no-pager | tail -30 >&2; fail "agent did not reach READY"; }
+t1=$(date +%s.%N)
+record "install to READY: $(echo "$t1 - $t0" | bc 2>/dev/null || awk "BEGIN{print $t1-$t0}") s (dpkg -i, postinst, first start)"
+[ "$(ct systemctl is-active agent)" = active ] || fail "agent is not active"
+record "package: $(basename "$deb") $(stat -c %s "$deb" | awk '{printf "%.1f MB", $1/1e6}')"
+
+# 2. /healthz answers on the configured address.
+listen=$(ct sed -n 's/^listen *= *"\(.*\)".*/\1/p' /etc/agent/config.toml | head -1)
+ct curl -fsS "http://$listen/livez" >/dev/null || fail "/livez on $listen"
+ct curl -sS "http://$listen/healthz" | grep -q '"checks"' || fail "/healthz has no checks"
+
+# 3. agentctl doctor as root (exit 1 is fine: no model key in this test).
+ct agentctl -config /etc/agent/config.toml doctor > "$work/doctor.txt" 2>&1 || true
+grep -q "daemon" "$work/doctor.txt" && grep -Eq "^ok +daemon|^warn +daemon" "$work/doctor.txt" || { cat "$work/doctor.txt" >&2; fail "doctor does not see the running daemon"; }
+
+# 4. systemctl reload applies a changed setting.
+ct sed -i 's/^max_results = .*/max_results = 7/' /etc/agent/config.toml
+ct systemctl reload agent
+for _ in $(seq 50); do ct journalctl -u agent --no-pager | grep -q "configuration reloaded" && break; sleep 0.1; done
+ct journalctl -u agent --no-pager | grep -q "configuration reloaded" || fail "reload not applied"
+
+# 5. The watchdog restarts a daemon that stops answering.
+ct mkdir -p /run/systemd/system/agent.service.d
+printf '[Service]\nWatchdogSec=3s\n' | ct tee /run/systemd/system/agent.service.d/watchdog.conf >/dev/null
+ct systemctl daemon-reload
+ct systemctl restart agent
+old=$(ct systemctl show agent -p MainPID --value)
+restarts=$(ct systemctl show agent -p NRestarts --value)
+ct kill -STOP "$old"
+new=$old
+for _ in $(seq 300); do
+  new=$(ct systemctl show agent -p MainPID --value)
+  if [ "$new" != "$old" ] && [ "$new" != 0 ] && [ "$(ct systemctl is-active agent)" = active ]; then break; fi
+  sleep 0.1
+done
+[ "$new" != "$old" ] || fail "the watchdog did not restart a stopped daemon"
+[ "$(ct systemctl show agent -p NRestarts --value)" -gt "$restarts" ] || fail "no restart counted"
+record "watchdog: a SIGSTOPped daemon (pid $old) was replaced by pid $new (WatchdogSec=3s drop-in)"
+ct rm /run/systemd/system/agent.service.d/watchdog.conf
+ct systemctl daemon-reload
+
+# 6. An invalid configuration: exit 78, and no restart loop.
+ct cp /etc/agent/config.toml /root/config.good
+echo 'this is = = not toml' | ct tee -a /etc/agent/config.toml >/dev/null
+restarts=$(ct systemctl show agent -p NRestarts --value)
+ct systemctl restart agent 2>/dev/null || true
+sleep 8 # longer than RestartSec
+status=$(ct systemctl show agent -p ExecMainStatus --value)
+[ "$status" = 78 ] || fail "invalid config: exit status $status, want 78"
+[ "$(ct systemctl show agent -p NRestarts --value)" = "$restarts" ] || fail "invalid config: restarted in a loop"
+[ "$(ct systemctl is-active agent || true)" != active ] || fail "invalid config: active"
+record "invalid configuration: exit 78, no restart in 8 s"
+ct cp /root/config.good /etc/agent/config.toml
+ct systemctl reset-failed agent
+ct systemctl start agent
+for _ in $(seq 300); do ct systemctl show agent -p StatusText --value | grep -q "serving on" && break; sleep 0.1; done
+
+# 7. MemoryMax is the enforced limit.
+mm=$(ct systemctl show agent -p MemoryMax --value)
+[ "$mm" = 2147483648 ] || fail "MemoryMax is $mm"
+cg=$(ct systemctl show agent -p ControlGroup --value)
+limit=""
+for f in "/sys/fs/cgroup/memory$cg/memory.limit_in_bytes" "/sys/fs/cgroup$cg/memory.max"; do
+  if ct test -f "$f"; then limit=$(ct cat "$f"); break; fi
+done
+[ "$limit" = 2147483648 ] || fail "the cgroup's memory limit is '$limit', not MemoryMax"
+record "MemoryMax: 2147483648 enforced by the cgroup ($limit)"
+
+# 8. ProtectSystem=strict: only the state (and runtime) dirs are writable.
+main=$(ct systemctl show agent -p MainPID --value)
+nsenter -t "$main" -m -U --preserve-credentials -S "$(ct id -u agent)" -G "$(ct id -g agent)" -- sh -c 'touch /var/lib/agent/.w && rm /var/lib/agent/.w' 2>/dev/null ||
+  nsenter -t "$main" -m -- sh -c 'touch /var/lib/agent/.w && rm /var/lib/agent/.w' || fail "the state dir is not writable for the service"
+for p in /usr/bin /etc/agent /usr/lib/agent /root /home; do
+  if nsenter -t "$main" -m -- sh -c "touch $p/.w" 2>/dev/null; then fail "$p is writable inside the service"; fi
+done
+record "ProtectSystem=strict: /var/lib/agent writable; /usr/bin, /etc/agent, /usr/lib/agent, /root, /home not"
+
+# 9. The exec sandbox works under the unit's hardening (the daemon's own probe).
+sandbox=""
+for _ in $(seq 100); do
+  sandbox=$(ct curl -sS "http://$listen/healthz" | tr '{' '\n' | grep '"name":"sandbox"' || true)
+  echo "$sandbox" | grep -q '"status":"ok"' && break
+  sleep 0.2
+done
+echo "$sandbox" | grep -q '"status":"ok"' || fail "the exec sandbox does not work under the unit: $sandbox"
+record "exec sandbox: bubblewrap probe ok under the unit's hardening"
+
+# 10. Stop within 10 s.
+s0=$(date +%s.%N)
+ct systemctl stop agent
+s1=$(date +%s.%N)
+took=$(awk "BEGIN{print $s1-$s0}")
+awk "BEGIN{exit !($took < 10)}" || fail "systemctl stop took $took s"
+record "systemctl stop: $took s"
+
+# 11. The exposure score.
+score=$(ct systemd-analyze security agent --no-pager 2>/dev/null | sed -n 's/.*Overall exposure level for agent.service: \([0-9.]*\).*/\1/p')
+record "systemd-analyze security agent: ${score:-unknown} (exposure; lower is better)"
+
+# 12. Remove keeps the state, purge deletes it.
+ct dpkg -r agent > /dev/null
+ct test -d /var/lib/agent || fail "remove deleted the state"
+ct test -f /etc/agent/config.toml || fail "remove deleted the configuration"
+ct dpkg -P agent > /dev/null
+ct test ! -e /var/lib/agent || fail "purge kept the state"
+record "remove keeps /etc/agent and /var/lib/agent; purge deletes them"
+log "passed"
