@@ -68,10 +68,15 @@ install -m 0644 "$root/packaging/debian/copyright" "$pkg/usr/share/doc/agent/cop
   echo
   echo "  * Built from $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo a local tree)."
   echo
-  echo " -- agent developers <agent@localhost>  $(date -R -d "@$(git -C "$root" log -1 --format=%ct 2>/dev/null || date +%s)")"
+  echo " -- agent developers <agent@example.com>  $(date -R -d "@$(git -C "$root" log -1 --format=%ct 2>/dev/null || date +%s)")"
 } | gzip -9n > "$pkg/usr/share/doc/agent/changelog.gz"
 chmod 0644 "$pkg/usr/share/doc/agent/changelog.gz"
 install -m 0644 "$root/packaging/debian/lintian-overrides" "$pkg/usr/share/lintian/overrides/agent"
+install -d "$pkg/usr/share/man/man1"
+for m in agent agentctl; do
+  gzip -9n < "$root/packaging/debian/$m.1" > "$pkg/usr/share/man/man1/$m.1.gz"
+  chmod 0644 "$pkg/usr/share/man/man1/$m.1.gz"
+done
 
 for s in postinst prerm postrm; do
   install -m 0755 "$root/packaging/debian/$s" "$pkg/DEBIAN/$s"
