@@ -53,6 +53,11 @@ echo "bench: wecom_bot" >&2
 echo "bench: offline and privacy" >&2
 "$go" test -tags "$tags" -run '^$' -bench 'CommandCache' -benchtime 100x ./pkg/daemon/ > "$tmp/offline.txt" 2>&1 || { cat "$tmp/offline.txt"; exit 1; }
 "$go" test -run '^$' -bench 'Redact1KB' ./pkg/redact/ >> "$tmp/offline.txt" 2>&1 || { cat "$tmp/offline.txt"; exit 1; }
+echo "bench: packages and the real-systemd test" >&2
+rm -f dist/agent_*.deb
+deb_amd64=$(scripts/deb.sh amd64 bin)
+deb_arm64=$(scripts/deb.sh arm64 bin/linux-arm64)
+scripts/test-systemd.sh "$deb_amd64" > "$tmp/systemd.txt" 2>&1 || { cat "$tmp/systemd.txt"; exit 1; }
 echo "bench: daemon start-up and RSS" >&2
 "$go" run ./scripts/measure -bin bin/agent -models testdata/models > "$tmp/measure.txt"
 "$go" run -tags "$tags" ./scripts/measure-voice -bin bin/agent -models testdata/models > "$tmp/measure-voice.txt"
@@ -328,6 +333,19 @@ cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)
   echo "| benchmark | time/op | metrics |"
   echo "|---|---|---|"
   bench_rows "$tmp/offline.txt"
+  echo
+  echo "## The appliance install (issue 20)"
+  echo
+  echo "make deb (dpkg-deb; lintian clean but for the one explained override) and make test-systemd: Debian bookworm booted with"
+  echo "systemd as PID 1 in systemd-nspawn, the amd64 package installed with dpkg -i, the service checked under the real"
+  echo "systemd. Goal for the exposure score: <= 4.0 while the sandbox (and on a Jetson the GPU) still work."
+  echo
+  echo "| package | size |"
+  echo "|---|---|"
+  echo "| $(basename "$deb_amd64") | $(size "$deb_amd64") |"
+  echo "| $(basename "$deb_arm64") | $(size "$deb_arm64") |"
+  echo
+  sed -n 's/^test-systemd: //p; /^[a-zA-Z]/p' dist/systemd-test.txt | grep -v '^package:' | sed 's/^/- /'
   echo
   echo "## Agent loop overhead (40-message session, one tool step + answer, in-process fake LLM, real SQLite; target: <= 2 ms p99 per step)"
   echo
