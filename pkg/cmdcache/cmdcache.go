@@ -142,7 +142,8 @@ type Answer struct {
 
 // Probe is what Lookup learnt, for Learn after a miss.
 type Probe struct {
-	vec     []float32
+	ok      bool      // Lookup ran with the cache on
+	vec     []float32 // the utterance's embedding, when Lookup needed it
 	toolSet string
 }
 
@@ -164,18 +165,30 @@ func (c *Cache) Lookup(ctx context.Context, r Request, modelDown bool) (Answer, 
 	if text == "" || len(text) > MaxText {
 		return Answer{}, p, false, nil
 	}
+	if c.c.ToolSet != nil {
+		p.toolSet = c.c.ToolSet(r.Profile)
+	}
+	p.ok = true
+	entries, err := c.entries(ctx, r, p.toolSet)
+	if err != nil {
+		return Answer{}, p, false, err
+	}
+	candidates := 0
+	for _, e := range entries {
+		if sameSlots(text, e.Utterance) {
+			candidates++
+		}
+	}
+	if candidates == 0 {
+		// Nothing to compare with: no embedding on the way to the model
+		// (Learn embeds after the reply, when it remembers the turn).
+		return Answer{}, p, false, nil
+	}
 	vecs, err := emb.Embed(ctx, []string{text})
 	if err != nil || len(vecs) != 1 {
 		return Answer{}, p, false, fmt.Errorf("command cache: embedding: %v", err)
 	}
 	p.vec = vecs[0]
-	if c.c.ToolSet != nil {
-		p.toolSet = c.c.ToolSet(r.Profile)
-	}
-	entries, err := c.entries(ctx, r, p.toolSet)
-	if err != nil {
-		return Answer{}, p, false, err
-	}
 	best, bestSim := -1, -2.0
 	for i, e := range entries {
 		// Close in meaning is not enough: "set it to 23" is close to
@@ -240,7 +253,7 @@ func replyFor(e Entry, kind Kind, result string, modelDown bool) (string, bool) 
 // Learn remembers a fast turn that answered with exactly one successful
 // call of a tool safe to repeat and a short reply.
 func (c *Cache) Learn(ctx context.Context, r Request, p Probe, steps []Step, reply string) error {
-	if !c.on() || p.vec == nil || len(steps) != 1 {
+	if !c.on() || !p.ok || len(steps) != 1 {
 		return nil
 	}
 	s := steps[0]
@@ -250,6 +263,17 @@ func (c *Cache) Learn(ctx context.Context, r Request, p Probe, steps []Step, rep
 	}
 	if c.c.Kind == nil || c.c.Kind(s.Tool) == No {
 		return nil
+	}
+	if p.vec == nil {
+		emb := c.embedder()
+		if emb == nil {
+			return nil
+		}
+		vecs, err := emb.Embed(ctx, []string{strings.TrimSpace(r.Text)})
+		if err != nil || len(vecs) != 1 {
+			return fmt.Errorf("command cache: embedding: %v", err)
+		}
+		p.vec = vecs[0]
 	}
 	now := c.c.Clock.Now()
 	tx, err := c.c.DB.BeginTx(ctx, nil)

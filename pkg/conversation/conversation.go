@@ -313,11 +313,13 @@ func (s *Service) turn(ctx context.Context, key session.Key, in Inbound, reply R
 		s.send(ctx, reply, FailureText(err))
 		return
 	}
-	if cache != nil && cache.probed {
-		if lerr := s.d.Cache.Learn(ctx, cache.req, cache.probe, cache.steps, out.Text); lerr != nil {
-			s.logger.Warn("command cache: not remembered", "key", key, "err", lerr)
+	defer func() { // after the reply: remembering it may embed the utterance
+		if cache != nil && cache.probed {
+			if lerr := s.d.Cache.Learn(ctx, cache.req, cache.probe, cache.steps, out.Text); lerr != nil {
+				s.logger.Warn("command cache: not remembered", "key", key, "err", lerr)
+			}
 		}
-	}
+	}()
 	if s.d.Backlog != nil && in.replay == nil {
 		s.d.Backlog.Wake() // the service answers: held turns can run
 	}
