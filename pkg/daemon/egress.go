@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -57,7 +58,8 @@ func egressRules(cfg *config.Config) []egress.Rule {
 
 // startEgress makes the ledger and keeps its counts until ctx ends.
 func (d *Daemon) startEgress(ctx context.Context, cfg *config.Config, resolver egress.Resolver) {
-	d.egress = egress.New(egress.Config{Clock: d.clock, Logger: d.logger.With("component", "egress"), Metrics: d.metrics, Resolver: resolver})
+	d.egress = egress.New(egress.Config{Clock: d.clock, Logger: d.logger.With("component", "egress"), Metrics: d.metrics, Resolver: resolver,
+		Proxy: http.ProxyFromEnvironment}) // an office proxy: the target is still checked
 	d.egress.Open(d.store.DB())
 	d.egress.SetRules(egressRules(cfg))
 	go d.egress.Run(ctx)

@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -155,6 +156,9 @@ type Config struct {
 	Resolver Resolver          // nil: net.DefaultResolver
 	// DialTimeout bounds one connection attempt (10 s).
 	DialTimeout time.Duration
+	// Proxy picks the proxy of a request (http.ProxyFromEnvironment:
+	// HTTP(S)_PROXY, NO_PROXY); nil: none.
+	Proxy func(*http.Request) (*url.URL, error)
 }
 
 // Ledger dials and counts. The zero policy (no SetRules) permits
@@ -168,6 +172,7 @@ type Ledger struct {
 	pending map[key]*Counts // not yet flushed to the database
 	series  map[key]*series // metrics
 	hosts   map[Purpose]int // distinct host labels per purpose (bounded)
+	proxies map[string]bool // proxy hosts ProxyFor chose (the dial permits them)
 	store   *ledgerStore    // nil: counts only in memory (see Open)
 }
 
@@ -203,7 +208,7 @@ func New(cfg Config) *Ledger {
 		cfg.DialTimeout = 10 * time.Second
 	}
 	return &Ledger{c: cfg, dialer: net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second},
-		pending: map[key]*Counts{}, series: map[key]*series{}, hosts: map[Purpose]int{}}
+		pending: map[key]*Counts{}, series: map[key]*series{}, hosts: map[Purpose]int{}, proxies: map[string]bool{}}
 }
 
 // SetRules replaces what egress_allow permits (a reload applies to the
@@ -238,11 +243,13 @@ func (l *Ledger) Wrap(p Purpose, next func(ctx context.Context, network, addr st
 	}
 }
 
-// Transport is an HTTP transport whose connections go through Dialer(p),
-// never through a proxy (a proxy would be the destination instead).
+// Transport is an HTTP transport whose connections go through Dialer(p).
+// When the environment names a proxy for a request (Config.Proxy), the
+// request's own host is checked against the rules (and refused there) and
+// the connection goes to the proxy, counted under the proxy's host.
 func (l *Ledger) Transport(p Purpose) *http.Transport {
 	return &http.Transport{
-		Proxy:                 nil,
+		Proxy:                 l.ProxyFor(p),
 		DialContext:           l.Dialer(p),
 		ForceAttemptHTTP2:     true,
 		MaxIdleConns:          8,
@@ -258,13 +265,47 @@ func (l *Ledger) Client(p Purpose, timeout time.Duration) *http.Client {
 	return &http.Client{Transport: l.Transport(p), Timeout: timeout}
 }
 
+// ProxyFor is the proxy function of purpose p's transports (websocket
+// dialers take it too): the request's host must be permitted; then the
+// proxy the environment names, which the dial permits as the proxy.
+func (l *Ledger) ProxyFor(p Purpose) func(*http.Request) (*url.URL, error) {
+	if l.c.Proxy == nil {
+		return nil
+	}
+	return func(req *http.Request) (*url.URL, error) {
+		u, err := l.c.Proxy(req)
+		if err != nil || u == nil {
+			return u, err // direct: the dial checks the host
+		}
+		host := req.URL.Hostname()
+		if rules := l.rules.Load(); rules != nil {
+			ok, _, perr := l.permit(req.Context(), *rules, p, host)
+			if perr != nil {
+				return nil, perr
+			}
+			if !ok {
+				l.count(p, host, func(c *Counts) { c.Refused++ })
+				l.c.Logger.Warn("egress refused: not in privacy.egress_allow", "purpose", p, "host", host, "via", "proxy")
+				return nil, fmt.Errorf("%w: %s (%s) is not in privacy.egress_allow", ErrRefused, host, p)
+			}
+		}
+		l.mu.Lock()
+		l.proxies[strings.ToLower(u.Hostname())] = true
+		l.mu.Unlock()
+		return u, nil
+	}
+}
+
 func (l *Ledger) dial(ctx context.Context, p Purpose, network, addr string, next func(context.Context, string, string) (net.Conn, error)) (net.Conn, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, err
 	}
 	target := addr
-	if rules := l.rules.Load(); rules != nil {
+	l.mu.Lock()
+	viaProxy := l.proxies[strings.ToLower(host)]
+	l.mu.Unlock()
+	if rules := l.rules.Load(); rules != nil && !viaProxy {
 		ok, resolved, err := l.permit(ctx, *rules, p, host)
 		if err != nil {
 			return nil, err

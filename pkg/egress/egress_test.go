@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -168,5 +169,49 @@ func TestMetricHostsBounded(t *testing.T) {
 	}
 	if !strings.Contains(sb.String(), `host="other"`) {
 		t.Fatal("no other series")
+	}
+}
+
+// Through a proxy (HTTP(S)_PROXY): the request's own host is checked
+// against the rules before anything is sent, and the connection goes to
+// the proxy, which the dial lets through.
+func TestThroughAProxy(t *testing.T) {
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "from the target") }))
+	defer target.Close()
+	var proxied int
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		proxied++
+		resp, err := http.Get(r.URL.String()) // a plain HTTP proxy: the absolute URL
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		io.Copy(w, resp.Body)
+	}))
+	defer proxy.Close()
+	pu, _ := url.Parse(proxy.URL)
+	l := New(Config{Proxy: http.ProxyURL(pu)})
+	tu, _ := url.Parse(target.URL)
+	l.SetRules([]Rule{{Purpose: LLM, Prefix: netip.MustParsePrefix(tu.Hostname() + "/32")}})
+	resp, err := l.Client(LLM, 5*time.Second).Get(target.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(body) != "from the target" || proxied != 1 {
+		t.Fatalf("got %q, proxied %d", body, proxied)
+	}
+	if _, err := l.Client(MCP, 5*time.Second).Get(target.URL); !errors.Is(err, ErrRefused) || proxied != 1 {
+		t.Fatalf("MCP through the proxy: %v (proxied %d)", err, proxied)
+	}
+	rep, _ := l.Report(context.Background(), time.Now().Add(-time.Hour))
+	var refusedMCP bool
+	for _, d := range rep.Destinations {
+		refusedMCP = refusedMCP || (d.Purpose == MCP && d.Refused == 1)
+	}
+	if !refusedMCP {
+		t.Fatalf("the refusal was not counted: %+v", rep)
 	}
 }

@@ -110,8 +110,8 @@ func New(h channel.Host, o Options) (*Bot, error) {
 		b.keeper = upload.Keeper{Store: sp, Vision: func() bool { return h.Config().LLM.Vision }, Logger: logger}
 	}
 	var dialer *websocket.Dialer
-	if h.Egress != nil { // no proxy: the ledger sees (and permits) WeCom itself
-		dialer = &websocket.Dialer{HandshakeTimeout: 20 * time.Second, NetDialContext: h.Egress.Dialer(egress.WeComBot)}
+	if h.Egress != nil { // the ledger checks WeCom's host (also through a proxy) and counts
+		dialer = &websocket.Dialer{HandshakeTimeout: 20 * time.Second, NetDialContext: h.Egress.Dialer(egress.WeComBot), Proxy: h.Egress.ProxyFor(egress.WeComBot)}
 	}
 	b.client = aibot.New(aibot.Config{URL: cfg.URL, BotID: cfg.BotID, Secret: cfg.Secret, Dialer: dialer,
 		Handle: b.handle, Heartbeat: o.Heartbeat, MinBackoff: o.MinBackoff, Clock: h.Clock, Logger: logger})
