@@ -358,14 +358,11 @@ func (c *Cache) drop(ctx context.Context, id int64) {
 	}
 }
 
-// entries are the live entries of r's device made with toolSet; those of
-// other tool sets are dropped (a tool changed).
+// entries are the live entries of r's device made with toolSet (read
+// only: a lookup is on every voice turn's way to the model; those of other
+// tool sets, and expired ones, are deleted by Learn).
 func (c *Cache) entries(ctx context.Context, r Request, toolSet string) ([]Entry, error) {
 	now := c.c.Clock.Now().UnixMilli()
-	if _, err := c.c.DB.ExecContext(ctx, `DELETE FROM command_cache WHERE channel = ? AND sender = ? AND device = ? AND profile = ? AND (tool_set != ? OR expires_at <= ?)`,
-		r.Channel, r.Sender, r.Device, r.Profile, toolSet, now); err != nil {
-		return nil, err
-	}
 	rows, err := c.c.DB.QueryContext(ctx, `SELECT id, utterance, vec, tool, args, result, reply, hits, created_at, expires_at FROM command_cache
 		WHERE channel = ? AND sender = ? AND device = ? AND profile = ? AND tool_set = ? AND expires_at > ?`,
 		r.Channel, r.Sender, r.Device, r.Profile, toolSet, now)
