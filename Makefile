@@ -20,7 +20,7 @@ export AGENT_ORT_LIB := $(DEPS)/onnxruntime/linux-$(HOSTARCH)/libonnxruntime.so.
 
 NATIVE_STAMPS := $(DEPS)/onnxruntime/linux-$(HOSTARCH)/libonnxruntime.so.1 $(DEPS)/whisper/linux-$(HOSTARCH)/lib/libwhisper.a $(DEPS)/models/silero_vad_v5.onnx
 
-.PHONY: help build build-arm64 run test test-short test-systemd lint bench deb deps models testmodels install clean
+.PHONY: help build build-arm64 build-cuda run test test-short test-systemd lint bench deb deps models testmodels install clean
 
 help: ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -40,6 +40,13 @@ build: $(NATIVE_STAMPS) ## build bin/agent and bin/agentctl (+ bin/lib/libonnxru
 build-arm64: ## cross-build bin/linux-arm64/ with cgo and check it starts under qemu
 	scripts/deps.sh apt ort vad whisper-arm64 go
 	scripts/cross-arm64.sh "$(LDFLAGS)" "$(TAGS)"
+
+build-cuda: $(NATIVE_STAMPS) ## on a Jetson (CUDA toolkit installed): bin/ with whisper.cpp on the GPU (asr.gpu = true)
+	scripts/deps.sh whisper-cuda
+	CGO_CFLAGS="-O2 -I$(DEPS)/whisper/linux-$(HOSTARCH)-cuda/include" \
+	CGO_LDFLAGS="-L$(DEPS)/whisper/linux-$(HOSTARCH)-cuda/lib -L$${CUDA_HOME:-/usr/local/cuda}/lib64" \
+	  $(GO) build -trimpath -tags $(TAGS),cuda -ldflags '$(LDFLAGS)' -o bin/ ./cmd/agent ./cmd/agentctl
+	@mkdir -p bin/lib && cp -f $(DEPS)/onnxruntime/linux-$(HOSTARCH)/libonnxruntime.so.1 bin/lib/
 
 run: build ## build and start the daemon on ./config.toml (Ctrl-C stops it)
 	bin/agent -config $(CONFIG)

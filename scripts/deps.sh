@@ -4,7 +4,7 @@
 # package archive, the npm registry and the Go module proxy.
 #
 #   scripts/deps.sh            everything (apt, ONNX Runtime, Silero VAD, whisper.cpp host+arm64, Go modules)
-#   scripts/deps.sh apt|ort|vad|whisper|whisper-arm64|toolchain|go|node|mcp   one step
+#   scripts/deps.sh apt|ort|vad|whisper|whisper-arm64|whisper-cuda|toolchain|go|node|mcp   one step
 #   scripts/deps.sh --which-go   print the Go binary to use (1.26 or newer)
 set -euo pipefail
 
@@ -210,6 +210,21 @@ step_whisper_arm64() {
     -DCMAKE_C_COMPILER=aarch64-linux-gnu-gcc -DCMAKE_CXX_COMPILER=aarch64-linux-gnu-g++ "$arm_arch"
 }
 
+# whisper-cuda: whisper.cpp with ggml's CUDA backend, for `make build-cuda`
+# on the Jetson itself (JetPack 6 puts the CUDA toolkit in /usr/local/cuda).
+# CUDA_ARCH picks the GPU: 87 is the Orin's Ampere (sm_87). Not part of
+# `scripts/deps.sh` without arguments: it needs nvcc, which this project's
+# CI machines do not have.
+step_whisper_cuda() {
+  local nvcc
+  nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+  [ -x "$nvcc" ] || { echo "deps: whisper-cuda needs the CUDA toolkit (nvcc); on a Jetson it comes with JetPack (sudo apt install nvidia-jetpack)" >&2; exit 1; }
+  local extra=()
+  [ "$host_arch" = arm64 ] && extra+=("$arm_arch")
+  whisper_build "$host_arch-cuda" nocli -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-87}" \
+    -DCMAKE_CUDA_COMPILER="$nvcc" "${extra[@]}"
+}
+
 step_go() {
   step_toolchain
   log "go: downloading modules"
@@ -238,6 +253,7 @@ for s in "$@"; do
     vad) step_vad ;;
     whisper) step_whisper ;;
     whisper-arm64) step_whisper_arm64 ;;
+    whisper-cuda) step_whisper_cuda ;;
     go) step_go ;;
     toolchain) step_toolchain ;;
     node) step_node ;;

@@ -64,7 +64,16 @@ type Config struct {
 	// memory (whisper.cpp reports each state's size) may not exceed it.
 	// 0 means DefaultMemoryBudget.
 	MemoryBudget int64
+	// GPU runs the model on the first GPU of whisper.cpp's backends. Only
+	// a whisper.cpp built with CUDA (scripts/deps.sh whisper-cuda, the
+	// "cuda" build tag) has one; without it New logs a warning and the
+	// CPU does the work (Recognizer.Device says so).
+	GPU bool
 }
+
+// ErrNoGPU is Recognizer.Device's reason when Config.GPU asked for a GPU
+// and whisper.cpp has none.
+var ErrNoGPU = errors.New("this whisper.cpp has no GPU backend: build it with CUDA (scripts/deps.sh whisper-cuda, then make build-cuda) on a machine with the CUDA toolkit")
 
 // DefaultMemoryBudget is Config.MemoryBudget when zero: the decoding
 // states' share of the box's 2 GB. whisper.cpp sizes a state's buffers for

@@ -40,3 +40,6 @@ func (r *Recognizer) Multilingual() bool { return false }
 
 // Close does nothing.
 func (r *Recognizer) Close() error { return nil }
+
+// Device reports "none".
+func (r *Recognizer) Device() (string, error) { return "none", nil }

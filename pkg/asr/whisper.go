@@ -14,6 +14,20 @@ package asr
 #include <stdint.h>
 #include <stdlib.h>
 #include <whisper.h>
+#include <ggml-backend.h>
+
+// asr_gpu_name is the description of the GPU whisper.cpp would use (the
+// first GPU or integrated GPU of ggml's backends), or NULL without one.
+static const char *asr_gpu_name(void) {
+	for (size_t i = 0; i < ggml_backend_dev_count(); i++) {
+		ggml_backend_dev_t dev = ggml_backend_dev_get(i);
+		enum ggml_backend_dev_type t = ggml_backend_dev_type(dev);
+		if (t == GGML_BACKEND_DEVICE_TYPE_GPU || t == GGML_BACKEND_DEVICE_TYPE_IGPU) {
+			return ggml_backend_dev_description(dev);
+		}
+	}
+	return NULL;
+}
 
 extern void asrGoLog(int level, char *text);
 
@@ -90,8 +104,10 @@ type Recognizer struct {
 	threads      int
 	maxTokens    int // Config.MaxTokens
 	multilingual bool
-	autoLang     bool  // multilingual model, language detected per call
-	modelCtx     int   // the model's full audio context (1500)
+	autoLang     bool // multilingual model, language detected per call
+	modelCtx     int  // the model's full audio context (1500)
+	device       string
+	deviceErr    error // why Config.GPU is not honoured; nil when it is
 	stateBytes   int64 // one worker's buffers, as whisper.cpp reported them
 
 	// C resources, freed by Close.
@@ -162,6 +178,16 @@ func New(cfg Config, logger *slog.Logger) (*Recognizer, error) {
 	// per-call audio_ctx below that mixes calls. The plain path uses exactly
 	// audio_ctx keys.
 	cparams.flash_attn = false
+	device, deviceErr := "cpu", error(nil)
+	if cfg.GPU {
+		if name := C.asr_gpu_name(); name != nil {
+			device = "gpu: " + C.GoString(name)
+		} else {
+			deviceErr = ErrNoGPU
+			logger.Warn("asr.gpu is set but whisper.cpp has no GPU; transcribing on the CPU", "err", deviceErr)
+		}
+	}
+	cparams.use_gpu = C.bool(cfg.GPU && deviceErr == nil)
 	cpath := C.CString(cfg.ModelPath)
 	defer C.free(unsafe.Pointer(cpath))
 	wctx := C.whisper_init_from_file_with_params_no_state(cpath, cparams)
@@ -179,6 +205,8 @@ func New(cfg Config, logger *slog.Logger) (*Recognizer, error) {
 		multilingual: C.whisper_is_multilingual(wctx) != 0,
 		modelCtx:     int(C.whisper_model_n_audio_ctx(wctx)),
 		ctx:          wctx,
+		device:       device,
+		deviceErr:    deviceErr,
 		done:         make(chan struct{}),
 		partials:     map[*worker]bool{},
 		cpu:          semaphore.NewWeighted(int64(max(runtime.NumCPU(), threads))),
@@ -210,10 +238,14 @@ func New(cfg Config, logger *slog.Logger) (*Recognizer, error) {
 	// Free the native memory should a caller drop the recogniser unclosed.
 	r.clean = runtime.AddCleanup(r, freeNative, nativeRes{wctx, r.lang, r.all})
 	logger.Debug("whisper model loaded", "path", cfg.ModelPath, "type", info.Type,
-		"multilingual", r.multilingual, "language", lang, "threads", threads,
+		"multilingual", r.multilingual, "language", lang, "threads", threads, "device", device,
 		"workers", len(r.all), "state_mib", size>>20)
 	return r, nil
 }
+
+// Device is where the model runs ("cpu" or "gpu: NAME"), and why
+// Config.GPU is not honoured (nil when it is or was not asked for).
+func (r *Recognizer) Device() (string, error) { return r.device, r.deviceErr }
 
 // workerCount is Config.Workers, or the automatic choice: one per Threads
 // of CPU (more would only wait for the CPU), at most maxAutoWorkers, and no

@@ -143,6 +143,10 @@ type Embedding struct {
 	OnnxruntimeLib string `toml:"onnxruntime_lib"`
 	Pooling        string `toml:"pooling"`
 	Threads        int    `toml:"threads"`
+	// Provider is where the model runs: "cpu" (default), "cuda" or
+	// "tensorrt" (these need a GPU build of ONNX Runtime in
+	// onnxruntime_lib; the daemon falls back to the CPU and says why).
+	Provider string `toml:"provider"`
 }
 
 // ASR is the [asr] section.
@@ -156,6 +160,9 @@ type ASR struct {
 	// MemoryMB bounds the automatic Workers: the decoding states' memory
 	// in MiB (0: 400).
 	MemoryMB int `toml:"memory_mb"`
+	// GPU runs whisper on the GPU when whisper.cpp was built with CUDA
+	// (`make build-cuda`); otherwise the CPU, with a warning.
+	GPU bool `toml:"gpu"`
 }
 
 // Memory is the [memory] section.
@@ -502,6 +509,7 @@ func Default() *Config {
 			ModelDir: defaultEmbeddingModelDir,
 			Pooling:  defaultPooling,
 			Threads:  defaultThreads,
+			Provider: "cpu",
 		},
 		ASR: ASR{
 			Model:    defaultASRModel,

@@ -22,6 +22,7 @@ import (
 var (
 	providers     = []string{ProviderOpenAI, ProviderDeepSeek, ProviderDashScope, ProviderOllama, ProviderVLLM, ProviderCustom}
 	poolings      = []string{PoolingCLS, PoolingMean}
+	execProviders = []string{"cpu", "cuda", "tensorrt"} // onnxrt's; config imports no model package
 	dmPolicies    = []string{DMPairing, DMAllowlist, DMOpen, DMClosed}
 	vadKinds      = []string{VADAuto, VADSilero, VADEnergy}
 	mcpTransports = []string{TransportStdio, TransportHTTP}
@@ -280,6 +281,7 @@ func (p *parser) validateEmbedding(c *Config) {
 	p.check("embedding.model_dir", e.ModelDir != "", "must not be empty")
 	p.check("embedding.pooling", oneOf(e.Pooling, poolings), "unknown pooling %q (want %s)", e.Pooling, choices(poolings))
 	p.check("embedding.threads", e.Threads >= 1 && e.Threads <= maxThreads, "must be between 1 and %d, not %d", maxThreads, e.Threads)
+	p.check("embedding.provider", oneOf(e.Provider, execProviders), "unknown execution provider %q (want %s)", e.Provider, choices(execProviders))
 }
 
 func (p *parser) validateASR(c *Config) {

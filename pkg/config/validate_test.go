@@ -49,6 +49,7 @@ func TestValidationRules(t *testing.T) {
 		// [embedding]
 		{"model_dir empty", "[embedding]\nmodel_dir = \"\"", "embedding.model_dir", "must not be empty"},
 		{"pooling unknown", "[embedding]\npooling = \"max\"", "embedding.pooling", `unknown pooling "max" (want cls or mean)`},
+		{"provider unknown", "[embedding]\nprovider = \"npu\"", "embedding.provider", `unknown execution provider "npu" (want cpu, cuda or tensorrt)`},
 		{"embedding threads 0", "[embedding]\nthreads = 0", "embedding.threads", "between 1 and 64"},
 		{"embedding threads 65", "[embedding]\nthreads = 65", "embedding.threads", "between 1 and 64"},
 		// [asr]

@@ -255,7 +255,13 @@ func (e Env) checkEmbedding(ctx context.Context) Result {
 	if _, err := em.Embed(ctx, []string{"doctor check"}); err != nil {
 		return Result{Level: Fail, Detail: "loads but cannot embed: " + err.Error()}
 	}
-	return Result{Level: OK, Detail: fmt.Sprintf("%s loads, %d-d, embeds (%s)", dir, em.Dim(), time.Since(start).Round(time.Millisecond))}
+	provider, fallback := em.Provider()
+	took := time.Since(start).Round(time.Millisecond)
+	if fallback != nil {
+		return Result{Level: Warn, Detail: fmt.Sprintf("%s embeds on the CPU, not %s: %v (%s)", dir, e.Config.Embedding.Provider, fallback, took),
+			Fix: "a GPU build of ONNX Runtime (JetPack 6: onnxruntime-gpu) with its provider libraries in embedding.onnxruntime_lib's folder, or embedding.provider = \"cpu\""}
+	}
+	return Result{Level: OK, Detail: fmt.Sprintf("%s loads, %d-d, embeds on %s (%s)", dir, em.Dim(), provider, took)}
 }
 
 func (e Env) checkASR(context.Context) Result {
@@ -284,7 +290,13 @@ func (e Env) checkASR(context.Context) Result {
 	if r.Multilingual() {
 		kind = "multilingual"
 	}
-	return Result{Level: OK, Detail: fmt.Sprintf("%s loads (%s, %s)", path, kind, time.Since(start).Round(time.Millisecond))}
+	device, noGPU := r.Device()
+	took := time.Since(start).Round(time.Millisecond)
+	if noGPU != nil {
+		return Result{Level: Warn, Detail: fmt.Sprintf("%s loads (%s) but runs on the CPU, not the GPU asr.gpu asks for: %v (%s)", path, kind, noGPU, took),
+			Fix: "make build-cuda on the Jetson (needs the CUDA toolkit), or asr.gpu = false"}
+	}
+	return Result{Level: OK, Detail: fmt.Sprintf("%s loads (%s, on %s, %s)", path, kind, device, took)}
 }
 
 // checkVAD reports how utterances end: the Silero model (loaded and run

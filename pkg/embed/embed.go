@@ -33,6 +33,10 @@ type Config struct {
 	Threads     int    // intra-op threads, default 2
 	MaxTokens   int    // default 512 (including [CLS]/[SEP])
 	BatchSize   int    // default 32
+	// Provider is where inference runs (onnxrt.ProviderCPU by default).
+	// When a GPU provider cannot be set up, New logs why and runs on the
+	// CPU; ProviderFallback tells.
+	Provider onnxrt.Provider
 }
 
 const (
@@ -79,6 +83,8 @@ type Embedder struct {
 	output   string
 	outRank  int // 3: [batch,seq,hidden]; 2: [batch,hidden], already pooled
 	dim      int
+	provider string       // the execution provider sessions run on
+	fallback error        // why Config.Provider is not used; nil when it is
 	runMu    sync.Mutex   // one inference at a time
 	closeMu  sync.RWMutex // Embed holds it shared, Close exclusively
 	closed   bool
@@ -101,6 +107,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.BatchSize <= 0 {
 		c.BatchSize = defaultBatchSize
+	}
+	if err := onnxrt.CheckProvider(c.Provider.Name); err != nil {
+		return c, fmt.Errorf("embed: %w", err)
+	}
+	if c.Provider.Name == "" {
+		c.Provider.Name = onnxrt.ProviderCPU
 	}
 	return c, nil
 }
@@ -145,21 +157,47 @@ func New(cfg Config, logger *slog.Logger) (*Embedder, error) {
 	}
 
 	e := &Embedder{cfg: cfg, log: logger, tok: tok}
-	if err := e.openSession(modelPath); err != nil {
+	if err := e.inspect(modelPath); err != nil {
 		return nil, err
 	}
-	// The probe checks the whole path once and learns the size when the
-	// model leaves it symbolic.
-	probe, err := e.Embed(context.Background(), []string{"probe"})
-	if err != nil {
-		e.Close()
-		return nil, fmt.Errorf("embed: probe %s: %w", modelPath, err)
+	dim, err := e.start(modelPath, cfg.Provider)
+	if err != nil && !cfg.Provider.IsCPU() {
+		// A GPU that cannot be used must not cost the office its memory:
+		// the CPU does the same work, slower.
+		logger.Warn("embedding: the configured execution provider cannot be used; running on the CPU",
+			"provider", cfg.Provider.Name, "err", err)
+		e.fallback = err
+		dim, err = e.start(modelPath, onnxrt.Provider{Name: onnxrt.ProviderCPU})
 	}
-	e.dim = len(probe[0])
+	if err != nil {
+		return nil, err
+	}
+	e.dim = dim
 	logger.Info("embedding model loaded", "model", modelPath, "dim", e.dim, "pooling", cfg.Pooling,
-		"threads", cfg.Threads, "max_tokens", cfg.MaxTokens, "onnxruntime", version, "library", libPath)
+		"threads", cfg.Threads, "max_tokens", cfg.MaxTokens, "provider", e.provider, "onnxruntime", version, "library", libPath)
 	return e, nil
 }
+
+// start opens the session on provider p and runs one probe inference,
+// which checks the whole path once and learns the size when the model
+// leaves it symbolic.
+func (e *Embedder) start(modelPath string, p onnxrt.Provider) (dim int, err error) {
+	if err := e.openSession(modelPath, p); err != nil {
+		return 0, err
+	}
+	e.provider = p.Name
+	probe, err := e.Embed(context.Background(), []string{"probe"})
+	if err != nil {
+		e.session.Destroy()
+		e.session = nil
+		return 0, fmt.Errorf("embed: probe %s: %w", modelPath, err)
+	}
+	return len(probe[0]), nil
+}
+
+// Provider is the execution provider inference runs on, and why the
+// configured one is not used (nil when it is).
+func (e *Embedder) Provider() (name string, fallback error) { return e.provider, e.fallback }
 
 // inspect reads the model's inputs and outputs and decides how to feed and
 // read it.

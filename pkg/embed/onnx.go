@@ -19,12 +19,8 @@ import (
 
 type session = ort.DynamicAdvancedSession
 
-// openSession reads the model's signature (see inspect) and creates the
-// ONNX Runtime session.
-func (e *Embedder) openSession(modelPath string) error {
-	if err := e.inspect(modelPath); err != nil {
-		return err
-	}
+// openSession creates the ONNX Runtime session on provider p.
+func (e *Embedder) openSession(modelPath string, p onnxrt.Provider) error {
 	opts, err := ort.NewSessionOptions()
 	if err != nil {
 		return fmt.Errorf("embed: session options: %w", err)
@@ -32,6 +28,9 @@ func (e *Embedder) openSession(modelPath string) error {
 	defer opts.Destroy()
 	if err := onnxrt.ConfigureSession(opts, e.cfg.Threads); err != nil {
 		return fmt.Errorf("embed: session options: %w", err)
+	}
+	if err := onnxrt.AppendProvider(opts, p); err != nil {
+		return fmt.Errorf("embed: %w", err)
 	}
 	e.session, err = ort.NewDynamicAdvancedSession(modelPath, e.inputs, []string{e.output}, opts)
 	if err != nil {

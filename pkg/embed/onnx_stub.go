@@ -19,7 +19,7 @@ type session struct{}
 
 func (*session) Destroy() error { return nil }
 
-func (e *Embedder) openSession(string) error {
+func (e *Embedder) openSession(string, onnxrt.Provider) error {
 	return fmt.Errorf("embed: %w: %w", onnxrt.ErrRuntimeMissing, errNoCgo)
 }
 

@@ -111,13 +111,15 @@ func EmbedConfig(cfg *config.Config) embed.Config {
 		LibraryPath: cfg.Embedding.OnnxruntimeLib,
 		Pooling:     cfg.Embedding.Pooling,
 		Threads:     cfg.Embedding.Threads,
+		Provider: onnxrt.Provider{Name: cfg.Embedding.Provider,
+			CacheDir: filepath.Join(cfg.Agent.StateDir, "tensorrt")},
 	}
 }
 
 // ASRConfig maps the [asr] section.
 func ASRConfig(cfg *config.Config) asr.Config {
 	return asr.Config{ModelPath: cfg.ASR.Model, Language: cfg.ASR.Language, Threads: cfg.ASR.Threads,
-		Workers: cfg.ASR.Workers, MemoryBudget: int64(cfg.ASR.MemoryMB) << 20}
+		Workers: cfg.ASR.Workers, MemoryBudget: int64(cfg.ASR.MemoryMB) << 20, GPU: cfg.ASR.GPU}
 }
 
 // Embedder returns the embedder, or nil while unavailable.

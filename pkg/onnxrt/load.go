@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -93,4 +94,62 @@ func ConfigureSession(opts *ort.SessionOptions, threads int) error {
 		return err
 	}
 	return opts.SetLogSeverityLevel(ort.LoggingLevelError)
+}
+
+// AppendProvider adds p's execution provider to opts (nothing for the
+// CPU). TensorRT comes with CUDA behind it for the nodes TensorRT cannot
+// run, and with fp16 and its engine cache on. The error wraps
+// ErrProviderUnavailable and says what the library lacks.
+func AppendProvider(opts *ort.SessionOptions, p Provider) error {
+	if err := CheckProvider(p.Name); err != nil {
+		return err
+	}
+	if p.IsCPU() {
+		return nil
+	}
+	device := strconv.Itoa(p.Device)
+	cuda := func() error {
+		c, err := ort.NewCUDAProviderOptions()
+		if err != nil {
+			return err
+		}
+		defer c.Destroy()
+		if err := c.Update(map[string]string{"device_id": device}); err != nil {
+			return err
+		}
+		return opts.AppendExecutionProviderCUDA(c)
+	}
+	var err error
+	switch p.Name {
+	case ProviderCUDA:
+		err = cuda()
+	case ProviderTensorRT:
+		err = func() error {
+			t, err := ort.NewTensorRTProviderOptions()
+			if err != nil {
+				return err
+			}
+			defer t.Destroy()
+			o := map[string]string{"device_id": device, "trt_fp16_enable": "1"}
+			if p.CacheDir != "" && os.MkdirAll(p.CacheDir, 0o700) == nil {
+				o["trt_engine_cache_enable"] = "1"
+				o["trt_engine_cache_path"] = p.CacheDir
+			}
+			if err := t.Update(o); err != nil {
+				return err
+			}
+			if err := opts.AppendExecutionProviderTensorRT(t); err != nil {
+				return err
+			}
+			return cuda()
+		}()
+	}
+	if err != nil {
+		runtimeState.Lock()
+		lib := runtimeState.path
+		runtimeState.Unlock()
+		return fmt.Errorf("onnxrt: %s: %w: %v (the ONNX Runtime at %s needs to be a GPU build with its libonnxruntime_providers_*.so beside it, CUDA installed and a GPU present)",
+			p.Name, ErrProviderUnavailable, err, lib)
+	}
+	return nil
 }

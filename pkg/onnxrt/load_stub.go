@@ -30,3 +30,11 @@ func Load(paths []string) (version string, path string, err error) {
 	}
 	return "", "", fmt.Errorf("onnxrt: %w (tried %s)", ErrRuntimeMissing, strings.Join(tried, "; "))
 }
+
+// AppendProvider fails for every GPU provider in a build without cgo.
+func AppendProvider(_ any, p Provider) error {
+	if err := CheckProvider(p.Name); err != nil || p.IsCPU() {
+		return err
+	}
+	return fmt.Errorf("onnxrt: %s: %w: %w", p.Name, ErrProviderUnavailable, errNoCgo)
+}
