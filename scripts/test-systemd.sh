@@ -4,7 +4,8 @@
 # dist/agent_*_amd64.deb with dpkg and checks the service as an operator
 # would: start to READY, /healthz, doctor, reload, the watchdog, an invalid
 # configuration, stop, MemoryMax, ProtectSystem, the exec sandbox, and the
-# systemd-analyze security score. Writes what it measured to
+# systemd-analyze security score, two upgrades (over a changed and an
+# untouched configuration), no bubblewrap, remove and purge. Writes what it measured to
 # dist/systemd-test.txt (bench/RESULTS.md quotes it).
 #
 #   scripts/test-systemd.sh [DEB]
@@ -208,17 +209,51 @@ record "systemctl stop: $took s"
 score=$(ct systemd-analyze security agent --no-pager 2>/dev/null | sed -n 's/.*Overall exposure level for agent.service: \([0-9.]*\).*/\1/p')
 record "systemd-analyze security agent: ${score:-unknown} (exposure; lower is better)"
 
-# 12. Reinstalling over a changed configuration keeps the operator's
-# edit (a conffile) and restarts the running service.
+# 12. Upgrades. Two newer packages are made from this one (dpkg-deb -R,
+# a higher version, a changed packaged config.toml, dpkg-deb -b): dpkg
+# runs the old prerm and the new postinst with the old version, as for any
+# upgrade. Over a config the operator changed, the edit is kept (the new
+# default lands beside it as config.toml.dpkg-dist); over an untouched one,
+# the new default replaces it. Each upgrade restarts the running service.
+repack() { # repack SUFFIX LINE OUT: this package, version+SUFFIX, LINE appended to the config
+  local d=$work/repack
+  rm -rf "$d" && dpkg-deb -R "$deb" "$d"
+  sed -i "s/^Version: .*/&$1/" "$d/DEBIAN/control"
+  echo "$2" >> "$d/etc/agent/config.toml"
+  (cd "$d" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | sort -z | xargs -0 md5sum > DEBIAN/md5sums)
+  dpkg-deb --root-owner-group -Zgzip -b "$d" "$3" >/dev/null
+}
+upgrade() { # upgrade DEB LOG: dpkg -i as apt would run it unattended, then wait for READY
+  ct env DEBIAN_FRONTEND=noninteractive dpkg -i --force-confdef --force-confold "$1" > "$2" 2>&1 || { cat "$2" >&2; fail "upgrade to $1"; }
+  for _ in $(seq 300); do ct systemctl show agent -p StatusText --value | grep -q "serving on" && break; sleep 0.1; done
+}
+old_version=$(dpkg-deb -f "$deb" Version)
+repack +up1 "# changed in the first upgrade" "$rootfs/root/agent-up1.deb"
+repack +up2 "# changed in the second upgrade" "$rootfs/root/agent-up2.deb"
 ct systemctl start agent
 for _ in $(seq 300); do ct systemctl show agent -p StatusText --value | grep -q "serving on" && break; sleep 0.1; done
 ct sed -i 's/^max_results = .*/max_results = 9/' /etc/agent/config.toml
 before=$(ct systemctl show agent -p MainPID --value)
-ct env DEBIAN_FRONTEND=noninteractive dpkg -i --force-confold /root/agent.deb > "$work/upgrade.log" 2>&1 || { cat "$work/upgrade.log" >&2; fail "reinstall"; }
-ct grep -q '^max_results = 9' /etc/agent/config.toml || fail "the reinstall overwrote the changed configuration"
-for _ in $(seq 300); do ct systemctl show agent -p StatusText --value | grep -q "serving on" && break; sleep 0.1; done
-[ "$(ct systemctl show agent -p MainPID --value)" != "$before" ] || fail "the reinstall did not restart the service"
-record "reinstall over a changed configuration: the edit kept, the service restarted"
+upgrade /root/agent-up1.deb "$work/upgrade1.log"
+[ "$(ct dpkg-query -W -f '${Version}' agent)" = "$old_version+up1" ] || fail "upgrade 1: version is $(ct dpkg-query -W -f '${Version}' agent)"
+ct grep -q '^max_results = 9' /etc/agent/config.toml || fail "upgrade 1 overwrote the changed configuration"
+ct grep -q 'changed in the first upgrade' /etc/agent/config.toml && fail "upgrade 1 merged the new default into the changed configuration"
+ct grep -q 'changed in the first upgrade' /etc/agent/config.toml.dpkg-dist || fail "upgrade 1: the new default is not beside the changed configuration"
+after=$(ct systemctl show agent -p MainPID --value)
+[ "$after" != "$before" ] && [ "$(ct systemctl is-active agent)" = active ] || fail "upgrade 1 did not restart the service"
+record "upgrade $old_version -> +up1 over a changed configuration: the edit kept, the new default in config.toml.dpkg-dist, the service restarted (pid $before -> $after)"
+# The operator takes the new default (as dpkg's prompt would offer): the
+# next upgrade sees an untouched conffile and replaces it.
+ct mv /etc/agent/config.toml.dpkg-dist /etc/agent/config.toml
+ct systemctl restart agent
+before=$(ct systemctl show agent -p MainPID --value)
+upgrade /root/agent-up2.deb "$work/upgrade2.log"
+ct grep -q 'changed in the second upgrade' /etc/agent/config.toml || fail "upgrade 2 did not install the new default over an untouched configuration"
+ct test ! -e /etc/agent/config.toml.dpkg-dist || fail "upgrade 2 left a .dpkg-dist beside an untouched configuration"
+after=$(ct systemctl show agent -p MainPID --value)
+[ "$after" != "$before" ] && [ "$(ct systemctl is-active agent)" = active ] || fail "upgrade 2 did not restart the service"
+ct test -f /var/lib/agent/agent.db || fail "the state did not survive the upgrades"
+record "upgrade +up1 -> +up2 over an untouched configuration: the new default installed, no .dpkg-dist, the service restarted"
 
 # 13. Without bubblewrap the daemon still starts; doctor says why exec is off.
 ct dpkg -r --force-depends bubblewrap > /dev/null 2>&1
