@@ -20,7 +20,7 @@ export AGENT_ORT_LIB := $(DEPS)/onnxruntime/linux-$(HOSTARCH)/libonnxruntime.so.
 
 NATIVE_STAMPS := $(DEPS)/onnxruntime/linux-$(HOSTARCH)/libonnxruntime.so.1 $(DEPS)/whisper/linux-$(HOSTARCH)/lib/libwhisper.a $(DEPS)/models/silero_vad_v5.onnx
 
-.PHONY: help build build-arm64 build-cuda run test test-short test-systemd lint bench deb deps models testmodels install clean
+.PHONY: help build build-arm64 build-cuda run test test-short test-systemd soak lint bench deb deps models testmodels install clean
 
 help: ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -78,6 +78,11 @@ deb: build build-arm64 ## build dist/agent_VERSION_amd64.deb and _arm64.deb (dpk
 test-systemd: build ## install the amd64 .deb in a systemd-nspawn container and check the service under a real systemd
 	scripts/deb.sh amd64 bin >/dev/null
 	scripts/test-systemd.sh
+
+SOAK_MINUTES ?= 30
+soak: build testmodels ## test-systemd plus SOAK_MINUTES (30) of mixed load on the service; writes bench/soak.md (not run by CI)
+	scripts/deb.sh amd64 bin >/dev/null
+	scripts/test-systemd.sh --soak $(SOAK_MINUTES)
 
 models: ## fetch the real model weights (needs internet; pinned SHA-256)
 	scripts/fetch-models.sh

@@ -8,13 +8,20 @@
 # untouched configuration), no bubblewrap, remove and purge. Writes what it measured to
 # dist/systemd-test.txt (bench/RESULTS.md quotes it).
 #
-#   scripts/test-systemd.sh [DEB]
+#   scripts/test-systemd.sh [--soak MINUTES] [DEB]
+#
+# --soak (make soak) also runs scripts/soak against the service for that
+# many minutes after the upgrades: a mixed load, sampled every minute (RSS,
+# open files, goroutines, restarts), every message checked. Its report
+# goes to bench/soak.md, which bench/RESULTS.md quotes.
 #
 # The host needs no systemd: nspawn runs with --register=no --keep-unit
 # and the container is entered with nsenter. The Debian root (debootstrap
 # from the mirror apt uses) is built once and cached under .deps/.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+soak=""
+if [ "${1:-}" = --soak ]; then soak=$2; shift 2; fi
 deb=${1:-$(ls -t "$root"/dist/agent_*_amd64.deb 2>/dev/null | head -1)}
 [ -f "$deb" ] || { echo "test-systemd: no amd64 package (make deb)" >&2; exit 1; }
 [ "$(id -u)" -eq 0 ] || { echo "test-systemd: run as root (nspawn, nsenter)" >&2; exit 1; }
@@ -254,6 +261,26 @@ after=$(ct systemctl show agent -p MainPID --value)
 [ "$after" != "$before" ] && [ "$(ct systemctl is-active agent)" = active ] || fail "upgrade 2 did not restart the service"
 ct test -f /var/lib/agent/agent.db || fail "the state did not survive the upgrades"
 record "upgrade +up1 -> +up2 over an untouched configuration: the new default installed, no .dpkg-dist, the service restarted"
+
+# The soak (make soak): a mixed load on the upgraded service.
+if [ -n "$soak" ]; then
+  gobin=$("$root/scripts/deps.sh" --which-go 2>/dev/null || echo go)
+  (cd "$root" && CGO_ENABLED=0 "$gobin" build -o "$rootfs/root/soak" ./scripts/soak)
+  [ -f "$root/testdata/models/bge-small-random/model.onnx" ] || fail "no test models (make testmodels)"
+  mkdir -p "$rootfs/usr/share/agent/soak-models"
+  cp -r "$root/testdata/models/bge-small-random" "$root/testdata/models/ggml-tiny-random-multi.bin" "$rootfs/usr/share/agent/soak-models/"
+  chmod -R a+rX "$rootfs/usr/share/agent/soak-models"
+  log "soak: $soak minutes of mixed load (a line a minute)"
+  rc=0
+  ct /root/soak -minutes "$soak" -out /root/soak.md || rc=$?
+  {
+    echo "Measured $(date -u +%Y-%m-%d) on $(nproc) cores of $(uname -m) ($(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)), package $(basename "$deb"), by \`make soak\` (scripts/test-systemd.sh --soak $soak) under the container's systemd."
+    echo
+    cat "$rootfs/root/soak.md"
+  } > "$root/bench/soak.md"
+  [ "$rc" = 0 ] || fail "the soak failed (bench/soak.md)"
+  record "soak: $soak minutes of mixed load passed (bench/soak.md)"
+fi
 
 # 13. Without bubblewrap the daemon still starts; doctor says why exec is off.
 ct dpkg -r --force-depends bubblewrap > /dev/null 2>&1

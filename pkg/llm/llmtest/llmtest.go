@@ -51,6 +51,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -65,7 +66,7 @@ const WaitTimeout = 30 * time.Second
 
 // Server is the fake endpoint. Its methods are safe for concurrent use.
 type Server struct {
-	tb      testing.TB
+	tb      testing.TB // nil for Serve
 	srv     *httptest.Server
 	closing chan struct{}
 	once    sync.Once
@@ -74,6 +75,7 @@ type Server struct {
 	script      []Reply
 	fn          func(*Request) Reply
 	reqs        []*Request
+	count       int // chat requests received
 	modelReqs   []*Request
 	bytes       int64
 	cut         int           // requests whose body the client did not finish sending
@@ -114,6 +116,22 @@ func NewUnstarted(tb testing.TB, replies ...Reply) *Server {
 	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
 	s.srv.Listener = newToggleListener(s.srv.Listener) // Refuse, Accept
 	tb.Cleanup(s.Close)
+	return s
+}
+
+// Serve starts a server outside a test, for the benchmark and soak
+// commands: fn answers every request, nothing is logged per request (a
+// run of hours must not grow), Close stops it. The methods that fail a
+// test (Request, Last, Wait, Refuse, Accept) are not for it; Count and
+// BytesReceived are.
+func Serve(fn func(*Request) Reply) *Server {
+	s := &Server{
+		closing: make(chan struct{}),
+		arrived: make(chan struct{}),
+		models:  []string{"test-model"},
+		fn:      fn,
+	}
+	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
 }
 
@@ -200,7 +218,7 @@ func (s *Server) Requests() []*Request {
 func (s *Server) Count() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.reqs)
+	return s.count
 }
 
 // Request returns request i (from 0), failing the test when fewer arrived.
@@ -312,8 +330,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 func (s *Server) chat(w http.ResponseWriter, req *Request, authorized bool) {
 	decodeErr := req.decode()
 	s.mu.Lock()
-	req.N = len(s.reqs)
-	s.reqs = append(s.reqs, req)
+	req.N = s.count
+	s.count++
+	if s.tb != nil { // Serve's long runs keep no log
+		s.reqs = append(s.reqs, req)
+	}
 	s.bytes += int64(len(req.Body))
 	close(s.arrived)
 	s.arrived = make(chan struct{})
@@ -328,7 +349,7 @@ func (s *Server) chat(w http.ResponseWriter, req *Request, authorized bool) {
 		s.write(w, req, Unauthorized())
 		return
 	case decodeErr != nil:
-		s.tb.Errorf("llmtest: request #%d is not a chat-completions body: %v\n%s", req.N, decodeErr, clip(req.Body))
+		s.errorf("llmtest: request #%d is not a chat-completions body: %v\n%s", req.N, decodeErr, clip(req.Body))
 		s.write(w, req, BadRequest("We could not parse the JSON body of your request."))
 		return
 	}
@@ -346,10 +367,19 @@ func (s *Server) chat(w http.ResponseWriter, req *Request, authorized bool) {
 	case fn != nil:
 		reply = fn(req)
 	default:
-		s.tb.Errorf("llmtest: request #%d past the end of the script (last message: %+v)", req.N, req.Last())
+		s.errorf("llmtest: request #%d past the end of the script (last message: %+v)", req.N, req.Last())
 		reply = ServerError(http.StatusInternalServerError)
 	}
 	s.write(w, req, reply)
+}
+
+// errorf fails the test; a server from Serve logs instead.
+func (s *Server) errorf(format string, args ...any) {
+	if s.tb == nil {
+		log.Printf(format, args...)
+		return
+	}
+	s.tb.Errorf(format, args...)
 }
 
 // hang blocks until the request ends or the server closes.
