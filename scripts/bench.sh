@@ -347,6 +347,10 @@ cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)
   echo
   sed -n 's/^test-systemd: //p; /^[a-zA-Z]/p' dist/systemd-test.txt | grep -v '^package:' | sed 's/^/- /'
   echo
+  echo "### The soak under systemd (make soak; not rerun by make bench, which would take 35 minutes more)"
+  echo
+  if [ -f bench/soak.md ]; then cat bench/soak.md; else echo "Not measured yet: run make soak."; fi
+  echo
   echo "## Agent loop overhead (40-message session, one tool step + answer, in-process fake LLM, real SQLite; target: <= 2 ms p99 per step)"
   echo
   echo "| benchmark | time/op | metrics |"

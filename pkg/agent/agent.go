@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -125,6 +126,9 @@ type Deps struct {
 	Sessions *session.Store
 	Prompt   *Prompt
 	Memory   Memory
+	// Chooser picks the tools each step offers and gates which may run
+	// (pkg/toolselect); nil: every tool the profile allows.
+	Chooser ToolChooser
 	// OnTurn is told the session a turn wrote to, after the turn (memory
 	// compression watches session growth through it). It must not block.
 	OnTurn func(sessionID int64)
@@ -139,6 +143,14 @@ type Deps struct {
 	Clock clock.Clock
 	// Now reads the time when Clock is nil; nil: the wall clock.
 	Now func() time.Time
+}
+
+// ToolChooser picks the tools of a step (pkg/toolselect.Selector).
+type ToolChooser interface {
+	// Offer returns the tools to offer for a step of q's turn.
+	Offer(ctx context.Context, q tools.Query) []tools.Tool
+	// Allowed reports whether q's caller may run the named tool.
+	Allowed(q tools.Query, name string) bool
 }
 
 // Agent runs turns. It is safe for concurrent use; the caller keeps turns of
@@ -360,6 +372,8 @@ func (a *Agent) Turn(ctx context.Context, in Input, emit func(Event)) (Output, e
 	}
 
 	seen := make(map[string]int)
+	pulls := &tools.Pulls{}
+	toolCtx := tools.WithPulls(loopCtx, pulls)
 	for {
 		if out.Steps >= cfg.MaxIterations {
 			out.Stopped = StopIterations
@@ -375,9 +389,10 @@ func (a *Agent) Turn(ctx context.Context, in Input, emit func(Event)) (Output, e
 		}
 		req := request()
 		if a.d.Tools != nil {
-			// Each step: a tool created (create_tool) or a server
-			// connected during the turn is offered from the next one.
-			req.Tools = a.d.Tools.Specs(in.Profile)
+			// Each step: a tool created (create_tool), a server
+			// connected or a tool pulled in (find_tools) during the turn
+			// is offered from the next one.
+			req.Tools = a.offer(loopCtx, in, history, pulls)
 		}
 		resp, err := call(loopCtx, req)
 		if err != nil {
@@ -417,7 +432,7 @@ func (a *Agent) Turn(ctx context.Context, in Input, emit func(Event)) (Output, e
 			return out, err
 		}
 		history = append(history, stored)
-		results, stop := a.runTools(loopCtx, in, msg.ToolCalls, seen, out.Steps, verbose)
+		results, stop := a.runTools(toolCtx, in, msg.ToolCalls, seen, out.Steps, verbose)
 		out.ToolCalls += len(msg.ToolCalls)
 		if err := persist(results...); err != nil {
 			return out, err
@@ -443,6 +458,40 @@ func (a *Agent) Turn(ctx context.Context, in Input, emit func(Event)) (Output, e
 		return out, nil
 	}
 	return a.finish(out, msg, "", persist)
+}
+
+// toolQuery is who asks what in in.
+func toolQuery(in Input) tools.Query {
+	return tools.Query{User: in.User, Channel: in.Channel, Profile: in.Profile, Text: in.Text, Fast: in.Fast}
+}
+
+// maxUsedKept bounds the tools a session's earlier calls keep offered.
+const maxUsedKept = 8
+
+// offer is the tools of a step: the Chooser's choice, with the tools the
+// session used (latest first) and those pulled into this turn; without a
+// Chooser every tool of the profile.
+func (a *Agent) offer(ctx context.Context, in Input, history []llm.Message, pulls *tools.Pulls) []llm.Tool {
+	var list []tools.Tool
+	if a.d.Chooser == nil {
+		list = a.d.Tools.List(in.Profile)
+	} else {
+		q := toolQuery(in)
+		for i := len(history) - 1; i >= 0 && len(q.Keep) < maxUsedKept; i-- {
+			for _, c := range history[i].ToolCalls {
+				if !slices.Contains(q.Keep, c.Function.Name) && len(q.Keep) < maxUsedKept {
+					q.Keep = append(q.Keep, c.Function.Name)
+				}
+			}
+		}
+		q.Keep = append(q.Keep, pulls.Names()...)
+		list = a.d.Chooser.Offer(ctx, q)
+	}
+	out := make([]llm.Tool, len(list))
+	for i, t := range list {
+		out[i] = t.Spec()
+	}
+	return out
 }
 
 // finish stores the final assistant message and returns it as the answer.
@@ -557,6 +606,10 @@ func (a *Agent) runOne(ctx context.Context, in Input, c llm.ToolCall) (string, b
 		return fmt.Sprintf("error: %v %q; no tools are available", tools.ErrUnknownTool, c.Function.Name), true
 	}
 	args := c.Function.Arguments
+	if a.d.Chooser != nil && !a.d.Chooser.Allowed(toolQuery(in), c.Function.Name) {
+		// Owner-only tools do not exist for anyone else, offered or not.
+		return fmt.Sprintf("error: %v %q; find_tools lists the tools you can use", tools.ErrUnknownTool, c.Function.Name), true
+	}
 	out, err := a.d.Tools.Run(ctx, c.Function.Name, tools.Call{Args: json.RawMessage(args), User: in.User, Channel: in.Channel, Profile: in.Profile, Session: string(in.Key)})
 	if err != nil {
 		var pe *tools.PanicError

@@ -42,6 +42,7 @@ import (
 	"agent/pkg/skills"
 	"agent/pkg/store"
 	"agent/pkg/tools"
+	"agent/pkg/toolselect"
 	"agent/pkg/workspace"
 )
 
@@ -92,6 +93,7 @@ type Assistant struct {
 	prompt   *agent.Prompt
 	spaces   *workspace.Spaces
 	reg      *tools.Registry
+	chooser  *toolselect.Selector
 	runner   *runner.Runner
 	conv     *conversation.Service
 	memory   *memory.Store
@@ -225,8 +227,22 @@ func New(cfg *config.Config, d Deps) (_ *Assistant, err error) {
 	}, a.memory, client, a.sessions, d.Logger)
 	a.compress.Start()
 	a.checks = newSelfCheckPart(a)
+	a.chooser = toolselect.New(toolselect.Config{
+		Registry: a.reg,
+		IsOwner:  func(channel, user string) bool { return a.callerIsOwner(tools.Call{Channel: channel, User: user}) },
+		Embedder: func() toolselect.Embedder {
+			if e := a.cache.emb.Load(); e != nil {
+				return e
+			}
+			return nil
+		},
+		Logger: d.Logger.With("component", "toolselect"),
+	})
+	if err := a.Register(a.chooser.Tool()); err != nil {
+		return nil, err
+	}
 	ag := agent.New(agent.ConfigFrom(cfg), agent.Deps{
-		LLM: client, Tools: a.reg, Sessions: a.sessions, Prompt: a.prompt, Memory: a.memory,
+		LLM: client, Tools: a.reg, Chooser: a.chooser, Sessions: a.sessions, Prompt: a.prompt, Memory: a.memory,
 		OnTurn: a.compress.Notify, Logger: d.Logger, Now: now, Clock: d.Clock,
 		Scrub: d.Scrubber.Scrub, // tool errors are redacted like the logs (nil-safe)
 	})

@@ -153,6 +153,8 @@ func (a *Assistant) reloadMCPTool() tools.Tool {
 		Description: "Re-read the [mcp_servers] section of the agent's configuration file and start, stop or restart " +
 			"MCP servers to match, without restarting the agent. Returns each server's state and number of tools; " +
 			"new tools (named SERVER__TOOL) can be used from the next step. For the assistant's owners only.",
+		Owner: true,
+		When:  func() bool { return len(a.config().MCPServers) > 0 },
 		Handler: func(ctx context.Context, call tools.Call) (string, error) {
 			if !a.trusted(call) {
 				// It restarts servers everyone's turns use and shows

@@ -52,10 +52,15 @@ func TestExecInTheAgentLoop(t *testing.T) {
 	if err != nil || len(replies) == 0 || replies[len(replies)-1] != "It is 42." {
 		t.Fatalf("replies %q, %v", replies, err)
 	}
+	// "compute" offers exec; the sandbox's other tools are registered,
+	// reachable through find_tools.
 	offered := "," + strings.Join(srv.Request(0).ToolNames(), ",") + ","
+	if !strings.Contains(offered, ",exec,") || !strings.Contains(offered, ",find_tools,") {
+		t.Errorf("exec or find_tools not offered: %s", offered)
+	}
 	for _, name := range []string{"exec", "read_document", "trim_video", "add_bgm", "generate_video"} {
-		if !strings.Contains(offered, ","+name+",") {
-			t.Errorf("%s not offered: %s", name, offered)
+		if _, ok := a.reg.Get(name); !ok {
+			t.Errorf("%s not registered", name)
 		}
 	}
 	res := srv.Request(1).Last()

@@ -186,7 +186,8 @@ func (o *observedTurner) Turn(ctx context.Context, in agent.Input, emit func(age
 
 func (a *Assistant) selfCheckTool() tools.Tool {
 	return tools.Tool{
-		Name: ToolSelfCheck,
+		Name:  ToolSelfCheck,
+		Owner: true,
 		Description: "Check the assistant's own health: errors and crashes since the last check, conversation latency and failures, " +
 			"database integrity, scheduled jobs, memory, disk, temperature, board load, MCP servers and models. " +
 			"Owners get the full report; others get the verdict.",
@@ -214,7 +215,8 @@ type diagnoseArgs struct {
 
 func (a *Assistant) diagnoseTool() tools.Tool {
 	return tools.Tool{
-		Name: ToolDiagnose,
+		Name:  ToolDiagnose,
+		Owner: true,
 		Description: "Explain in plain words what went wrong in one conversation session: tool calls that never got a result, " +
 			"failing or repeated tool calls, model-service errors with their status codes, slow turns and how full the context is.",
 		Schema: tools.SchemaFor[diagnoseArgs](),

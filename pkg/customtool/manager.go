@@ -484,13 +484,9 @@ func (m *Manager) tools() []tools.Tool {
 	if m.cfg.Python != "" {
 		py = m.cfg.Python
 	}
-	createDesc := "Create a tool you can call from the next step on (and after restarts), or a new version of one you created. " +
-		"It runs in a sandbox like exec: your user's folder at /work, no network, limited time, memory and output. " +
-		"The arguments arrive as a JSON object on stdin; what the code prints is the result; a non-zero exit is an error. " +
-		"Python (" + py + "): define def NAME(**args) returning the result (a string, or anything JSON-able), e.g. " +
-		"def word_count(text): return len(text.split()); the arguments are also in the global dict args. " +
-		"sh: read $ARG_<param> (top-level strings, numbers, booleans) or the JSON on stdin. " +
-		"A tool made by a non-owner waits for an owner's approval before it can be used."
+	createDesc := "Create (or update) a tool you can call from the next step on; it runs sandboxed like exec (your folder at /work, no network). " +
+		"Python (" + py + "): def NAME(**args) returns the result. sh: read $ARG_<param> or the JSON arguments on stdin; what it prints is the result. " +
+		"A non-owner's tool waits for an owner's approval."
 	if m.cfg.Network() {
 		createDesc += " network: true (owners only) gives the tool internet access."
 	}

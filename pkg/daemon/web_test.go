@@ -72,7 +72,7 @@ fetch_allow = [%q]
 		}
 		return strings.Join(res.Replies, "\n")
 	}
-	if out := ask("alice", "which tools?"); !strings.Contains(out, "web_search") || !strings.Contains(out, "web_fetch") {
+	if out := ask("alice", "which tools search the web and fetch a page?"); !strings.Contains(out, "web_search") || !strings.Contains(out, "web_fetch") {
 		t.Fatalf("tools offered: %s", out)
 	}
 	out := ask("alice", "SEARCH: tidal power station harbour")
@@ -115,7 +115,7 @@ fetch_allow = [%q]
 	if err := c.Reload(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if out := ask("alice", "which tools now?"); strings.Contains(out, "web_search") || !strings.Contains(out, "web_fetch") {
+	if out := ask("alice", "which tools search the web and fetch a page now?"); strings.Contains(out, "web_search") || !strings.Contains(out, "web_fetch") {
 		t.Fatalf("after reload: %s", out)
 	}
 }

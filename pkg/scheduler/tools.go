@@ -18,14 +18,14 @@ const (
 )
 
 type scheduleArgs struct {
-	Cron    string `json:"cron,omitempty" desc:"recurring: a 5-field cron expression (minute hour day-of-month month day-of-week), e.g. \"0 9 * * 1\" = Mondays 09:00, \"30 8 * * *\" = daily 08:30; or @hourly, @daily, @weekly, @monthly"`
-	At      string `json:"at,omitempty" desc:"once: an ISO 8601 time, e.g. \"2025-03-01T08:00\" (read in tz) or \"2025-03-01T08:00:00+08:00\""`
-	TZ      string `json:"tz,omitempty" desc:"IANA time zone, e.g. Asia/Shanghai; default the assistant's time zone"`
-	Text    string `json:"text,omitempty" desc:"the message to send at that time (a reminder)"`
-	Prompt  string `json:"prompt,omitempty" desc:"instead of text: a task the assistant carries out at that time (as you, with its tools); its answer is sent"`
+	Cron    string `json:"cron,omitempty" desc:"recurring: 5-field cron (min hour day month weekday), e.g. \"30 8 * * *\"; or @daily, @weekly..."`
+	At      string `json:"at,omitempty" desc:"once: ISO 8601 time, e.g. \"2025-03-01T08:00\""`
+	TZ      string `json:"tz,omitempty" desc:"IANA time zone; default the assistant's"`
+	Text    string `json:"text,omitempty" desc:"a reminder sent as is"`
+	Prompt  string `json:"prompt,omitempty" desc:"or a task you carry out then; its answer is sent"`
 	Name    string `json:"name,omitempty" desc:"a short name for the job"`
-	Channel string `json:"channel,omitempty" desc:"channel to deliver on; default this conversation's"`
-	To      string `json:"to,omitempty" desc:"recipient; default the person asking"`
+	Channel string `json:"channel,omitempty" desc:"default this conversation's"`
+	To      string `json:"to,omitempty" desc:"default the person asking"`
 }
 
 type listArgs struct {
@@ -46,9 +46,7 @@ func (s *Scheduler) Tools(isOwner func(user string) bool) []tools.Tool {
 	return []tools.Tool{
 		{
 			Name: ToolSchedule,
-			Description: "Schedule a message or a task: recurring with a cron expression, or once at a time. " +
-				"Give cron or at, and text (sent as is) or prompt (you run it then and the answer is sent). " +
-				"Times are in tz (default the assistant's zone). Returns the job number and its next run.",
+			Description: "Schedule a reminder (text) or a task (prompt), recurring (cron) or once (at).",
 			Schema: tools.SchemaFor[scheduleArgs](),
 			Handler: func(ctx context.Context, call tools.Call) (string, error) {
 				a, err := tools.Decode[scheduleArgs](call.Args)

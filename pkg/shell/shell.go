@@ -71,10 +71,10 @@ const (
 
 // Args of exec. Network is offered only when the config allows it.
 type Args struct {
-	Command  string `json:"command" desc:"shell command(s), run with /bin/sh -c in your folder"`
-	Stdin    string `json:"stdin,omitempty" desc:"text given to the command on standard input"`
-	TimeoutS int    `json:"timeout_s,omitempty" desc:"wall-time limit in seconds (default and maximum: the configured sandbox timeout)"`
-	Skill    string `json:"skill,omitempty" desc:"run a skill's scripts: its folder is mounted read-only at /skills/NAME with the credentials configured for it"`
+	Command  string `json:"command" desc:"run with /bin/sh -c"`
+	Stdin    string `json:"stdin,omitempty" desc:"standard input"`
+	TimeoutS int    `json:"timeout_s,omitempty" desc:"seconds, at most the default"`
+	Skill    string `json:"skill,omitempty" desc:"a skill whose scripts run: mounted at /skills/NAME with its credentials"`
 }
 
 // NetArgs are Args with the network switch.
@@ -95,7 +95,7 @@ func Tool(cfg Config) tools.Tool {
 	if cfg.Python != "" {
 		py = "python3 (" + filepath.Base(cfg.Python) + ")"
 	}
-	desc := fmt.Sprintf("Run a shell command in a sandbox: /bin/sh -c COMMAND with your folder as the working directory (/work; your files are there, shared/ is read-only at /shared). %s and the usual command-line tools are available; nothing else of this machine is visible, and nothing outside your folder, /tmp and a small /dev/shm can be changed. Limits: %d s (timeout_s may lower it), memory, processes and output; a run over a limit is stopped and says so. Returns the exit status, stdout, stderr and the files created, changed or deleted.", py, int(cfg.Timeout/time.Second))
+	desc := fmt.Sprintf("Run a shell command in a sandbox, in your folder (/work; shared/ read-only at /shared), with %s and the usual command-line tools; limits %d s, memory, output. Returns exit status, stdout, stderr and changed files.", py, int(cfg.Timeout/time.Second))
 	schema := tools.SchemaFor[Args]()
 	if cfg.Network {
 		desc += " The network is off unless you pass network: true."

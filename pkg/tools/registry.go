@@ -62,6 +62,74 @@ type Tool struct {
 	// nothing, or doing it twice is doing it once (the command cache,
 	// pkg/cmdcache, repeats such calls).
 	ReadOnly, Idempotent bool
+	// Owner limits the tool to agent.owners and the operator (the admin
+	// channel): it is not offered to anyone else, nor run for them
+	// (pkg/toolselect).
+	Owner bool
+	// When, if set, says whether the tool can do anything now (reload_mcp
+	// without MCP servers cannot): it is offered only while When is true.
+	When func() bool
+}
+
+// Query is who asks, where and what, for choosing the tools of a turn
+// (pkg/toolselect).
+type Query struct {
+	User, Channel, Profile string
+	Text                   string // the user's message
+	// Fast is a latency-first turn (voice, hardware): fewer tools, ranked
+	// by keywords only.
+	Fast bool
+	// Keep are tools offered whatever their rank: used earlier in the
+	// session, or pulled into the turn (find_tools).
+	Keep []string
+}
+
+// Pulls is the set of tools a turn asked for by name (find_tools): the
+// agent loop offers them for the rest of the turn. Safe for concurrent use.
+type Pulls struct {
+	mu    sync.Mutex
+	names []string
+}
+
+type pullsKey struct{}
+
+// WithPulls returns ctx carrying p, for the tools a turn runs.
+func WithPulls(ctx context.Context, p *Pulls) context.Context {
+	return context.WithValue(ctx, pullsKey{}, p)
+}
+
+// PullsFrom returns the turn's Pulls, or nil outside a turn.
+func PullsFrom(ctx context.Context) *Pulls {
+	p, _ := ctx.Value(pullsKey{}).(*Pulls)
+	return p
+}
+
+// Add adds names not already pulled, up to max in all, and returns those
+// it added.
+func (p *Pulls) Add(max int, names ...string) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var added []string
+	for _, n := range names {
+		if len(p.names) >= max {
+			break
+		}
+		if !slices.Contains(p.names, n) {
+			p.names = append(p.names, n)
+			added = append(added, n)
+		}
+	}
+	return added
+}
+
+// Names returns the pulled names in the order they were added.
+func (p *Pulls) Names() []string {
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.names)
 }
 
 // Allowed reports whether the tool may be used from profile.

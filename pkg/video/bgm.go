@@ -15,8 +15,8 @@ import (
 type BGMArgs struct {
 	Video  string   `json:"video"`
 	Audio  string   `json:"audio"`
-	Mode   string   `json:"mode" enum:"replace,mix" desc:"replace: the music becomes the only sound; mix: the video's own sound stays, with the music under it"`
-	Volume *float64 `json:"volume,omitempty" desc:"loudness of the music, 0 to 2 (1 is as recorded); default 0.3 when mixing, 1 when replacing"`
+	Mode   string   `json:"mode" enum:"replace,mix" desc:"replace: music only; mix: music under the video's own sound"`
+	Volume *float64 `json:"volume,omitempty" desc:"music loudness 0-2; default 0.3 mixing, 1 replacing"`
 	Output string   `json:"output,omitempty"`
 }
 
@@ -32,11 +32,11 @@ const (
 func (k *kit) bgmTool() tools.Tool {
 	return tools.Tool{
 		Name: "add_bgm",
-		Description: fmt.Sprintf("Put background music under a video. mode replace: the music becomes the sound track; mix: the video's own sound (speech) stays, with the music at volume (default 0.3) under it; a video without sound gets the music either way. The result is as long as the video: longer music is cut, shorter music repeats. The picture is copied unchanged where the format allows. The video may be at most %s long. Without output the result is <name>_bgm.mp4 beside the video (in your folder when the video is in shared/).",
+		Description: fmt.Sprintf("Put background music under a video (at most %s): cut or repeated to the video's length. Default output <name>_bgm.mp4 in your folder.",
 			fmtLimit(k.MaxInput)) + pathsNote,
 		Schema: tools.SchemaWith[BGMArgs](map[string]string{
 			"video":  "the video",
-			"audio":  "the music: a sound file (.mp3, .m4a, .wav, .ogg...) or a video whose sound is taken",
+			"audio":  "a sound file, or a video whose sound is taken",
 			"output": outputNote,
 		}),
 		Handler: k.bgm,

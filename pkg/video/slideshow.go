@@ -17,8 +17,8 @@ import (
 // SlideshowArgs are generate_video's arguments.
 type SlideshowArgs struct {
 	Images          []string `json:"images"`
-	Narration       string   `json:"narration,omitempty" desc:"text spoken over the pictures (at most 2000 characters); the voice follows the script: Chinese, Japanese, Korean, Russian, else English"`
-	SecondsPerImage *float64 `json:"seconds_per_image,omitempty" desc:"how long each picture shows, 0.5 to 60; default: the narration's length spread over the pictures, or 3 without narration"`
+	Narration       string   `json:"narration,omitempty" desc:"text spoken over the pictures, at most 2000 characters"`
+	SecondsPerImage *float64 `json:"seconds_per_image,omitempty" desc:"seconds per picture, 0.5-60; default: spread over the narration, or 3"`
 	Output          string   `json:"output,omitempty"`
 }
 
@@ -37,7 +37,7 @@ const (
 func (k *kit) slideshowTool() tools.Tool {
 	return tools.Tool{
 		Name: "generate_video",
-		Description: fmt.Sprintf("Make a slideshow video (1280x720, H.264, 25 fps) from 1 to %d pictures (.jpg, .png, .webp...; of a video its first frame), each scaled to fit on black. With narration the text is spoken (speech synthesis) over the pictures, which are spread over its length unless seconds_per_image is given (then the last picture stays until the speech ends). At most %s in all. Without output the result is slideshow_<date-time>.mp4 beside the first picture (in your folder when it is in shared/).",
+		Description: fmt.Sprintf("Make a 1280x720 slideshow video from 1 to %d pictures, optionally with spoken narration (at most %s). Default output slideshow_<date-time>.mp4 in your folder.",
 			maxImages, fmtLimit(k.MaxInput)) + pathsNote,
 		Schema: tools.SchemaWith[SlideshowArgs](map[string]string{
 			"images": fmt.Sprintf("the pictures in order, 1 to %d", maxImages),

@@ -40,7 +40,7 @@ func (r *Router) Tool() tools.Tool {
 	}
 	desc := "Search the web and get titles, links, snippets, sources and dates. Engines here: " + strings.Join(uses, ", ") + ". "
 	if r.HasGeneral() {
-		desc += `engine "auto" (default) sends code and repository questions to GitHub, model and dataset questions to Hugging Face, the rest to the general engines, and falls back to the next engine when one fails or finds nothing; "web" uses the general engines only.`
+		desc += `engine "auto" (default) picks by topic and falls back; "web": general engines only.`
 	} else {
 		desc += `No general web engine is configured: only code and model questions can be searched.`
 	}

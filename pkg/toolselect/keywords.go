@@ -1,0 +1,135 @@
+package toolselect
+
+import (
+	"strings"
+	"unicode"
+
+	"agent/pkg/tools"
+)
+
+// aliases are words users say for what a built-in tool does, besides the
+// words of its name and description: English and Chinese (WeCom offices
+// mostly write Chinese; the descriptions are English). Read-only.
+var aliases = map[string]string{
+	"exec":            "run command shell script python compute calculate program terminal 运行 执行 命令 脚本 计算 程序",
+	"message":         "tell notify send text colleague 通知 告诉 发消息 转告",
+	"read_file":       "open show content 打开 读取 查看 内容 文件",
+	"write_file":      "save create note 保存 写入 新建 记录 文件",
+	"edit_file":       "change modify replace fix 修改 编辑 替换",
+	"list_files":      "folder directory files 文件夹 目录 列出 文件",
+	"schedule":        "remind reminder timer alarm every daily weekly tomorrow later 提醒 定时 日程 每天 每周 明天 闹钟 稍后",
+	"list_schedules":  "reminders jobs scheduled 提醒 定时 任务 日程",
+	"remove_schedule": "cancel stop reminder delete job 取消 删除 提醒 定时",
+	"send_image":      "picture photo image 图片 照片 发图",
+	"send_file":       "attachment document send 附件 发文件 发送 文件",
+	"send_video":      "video clip send 视频 发送",
+	"send_link":       "link url article 链接 网址 文章",
+	"trim_video":      "cut clip video shorten 剪辑 剪 截取 视频",
+	"add_bgm":         "music background soundtrack video 配乐 背景音乐 音乐",
+	"generate_video":  "slideshow video images narration 生成 视频 幻灯片 旁白",
+	"web_search":      "search google internet online news latest look up find 搜索 查 查询 网上 新闻 最新",
+	"web_fetch":       "url link page website open read 网页 链接 网址 打开",
+	"search_memory":   "remember recall know said earlier 记得 记忆 之前 说过",
+	"recall":          "remember earlier conversation history 记得 之前 历史 聊过",
+	"correct_memory":  "wrong correct update fact 不对 纠正 更正 记错",
+	"forget_memory":   "forget delete fact 忘记 忘掉 删除 记忆",
+	"self_check":      "health status problem check broken 健康 状态 检查 故障",
+	"diagnose":        "why failed error wrong went 为什么 失败 错误 出错",
+	"create_tool":     "new tool automate make 新工具 创建 工具 自动化",
+	"read_document":   "pdf word docx excel xlsx pptx document report 文档 报告 表格 读",
+	"get_skill":       "skill how instructions 技能 说明",
+	"reload_mcp":      "mcp server reload 重新加载 服务器",
+}
+
+// stop are words that say nothing about which tool is meant. Read-only.
+var stop = func() map[string]bool {
+	m := map[string]bool{}
+	for _, w := range strings.Fields(`a an the and or of to in on at for with from by is are was were be been it its this that these
+those i me my you your we our he she they them what which who whom how can could would should will shall do does did
+please pls hi hello hey thanks thank ok okay yes no not just also some any all one two get give make let use tool tools
+file files` /* too common in descriptions to tell tools apart */) {
+		m[w] = true
+	}
+	return m
+}()
+
+// queryTerms are the message's distinct words, lower case, stemmed, stop
+// words left out.
+func queryTerms(text string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, w := range words(text) {
+		if !seen[w] {
+			seen[w] = true
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// words splits text into stemmed lower-case Latin words and digits
+// (Chinese is matched by containment in keywordScore).
+func words(text string) []string {
+	var out []string
+	for _, f := range strings.FieldsFunc(strings.ToLower(text), func(r rune) bool {
+		return !(r < unicode.MaxASCII && (unicode.IsLetter(r) || unicode.IsDigit(r)))
+	}) {
+		if len(f) < 2 || stop[f] {
+			continue
+		}
+		out = append(out, stem(f))
+	}
+	return out
+}
+
+// stem takes common English endings off, enough for "reminders" to meet
+// "reminder" and "searching" "search".
+func stem(w string) string {
+	for _, suf := range []string{"ing", "ed", "es", "s"} {
+		if len(w) > len(suf)+2 && strings.HasSuffix(w, suf) {
+			return w[:len(w)-len(suf)]
+		}
+	}
+	return w
+}
+
+// keywordScore is how well text's terms match tool t: a word of its name
+// counts 3, an alias 2 and a description word 1; each query term counts
+// once, and a Chinese alias found in the text counts 2. The sum is scaled
+// into [0, 1].
+func keywordScore(text string, terms []string, t tools.Tool) float64 {
+	name := map[string]bool{}
+	for _, w := range words(strings.NewReplacer("_", " ", "-", " ").Replace(t.Name)) {
+		name[w] = true
+	}
+	alias := map[string]bool{}
+	var cjk []string
+	for _, a := range strings.Fields(aliases[t.Name]) {
+		if a[0] < unicode.MaxASCII {
+			alias[stem(a)] = true
+		} else {
+			cjk = append(cjk, a)
+		}
+	}
+	desc := map[string]bool{}
+	for _, w := range words(t.Description) {
+		desc[w] = true
+	}
+	score := 0
+	for _, q := range terms {
+		switch {
+		case name[q]:
+			score += 3
+		case alias[q]:
+			score += 2
+		case desc[q]:
+			score++
+		}
+	}
+	for _, a := range cjk {
+		if strings.Contains(text, a) {
+			score += 2
+		}
+	}
+	return min(1, float64(score)/6)
+}
