@@ -45,9 +45,9 @@ func (s *Scheduler) Tools(isOwner func(user string) bool) []tools.Tool {
 	}
 	return []tools.Tool{
 		{
-			Name: ToolSchedule,
+			Name:        ToolSchedule,
 			Description: "Schedule a reminder (text) or a task (prompt), recurring (cron) or once (at).",
-			Schema: tools.SchemaFor[scheduleArgs](),
+			Schema:      tools.SchemaFor[scheduleArgs](),
 			Handler: func(ctx context.Context, call tools.Call) (string, error) {
 				a, err := tools.Decode[scheduleArgs](call.Args)
 				if err != nil {
