@@ -21,6 +21,7 @@ echo "bench: Go benchmarks" >&2
 "$go" test -tags "$tags" -run '^$' -bench 'Transcribe3s' -benchtime 5x ./pkg/asr/ > "$tmp/asr.txt" 2>&1 || { cat "$tmp/asr.txt"; exit 1; }
 "$go" test -tags "$tags" -run '^$' -bench 'VecKNN' -benchtime 50x ./pkg/store/ > "$tmp/knn.txt" 2>&1 || { cat "$tmp/knn.txt"; exit 1; }
 "$go" test -tags "$tags" -run '^$' -bench 'LoopOverhead' -benchtime 200x ./pkg/agent/ > "$tmp/loop.txt" 2>&1 || { cat "$tmp/loop.txt"; exit 1; }
+"$go" test -tags "$tags" -run '^$' -bench 'RequestBytes' -benchtime 3x ./pkg/assistant/ > "$tmp/bytes.txt" 2>&1 || { cat "$tmp/bytes.txt"; exit 1; }
 "$go" test -tags "$tags" -run '^$' -bench 'Conversations100' -benchtime 1x ./pkg/runner/ > "$tmp/runner.txt" 2>&1 || { cat "$tmp/runner.txt"; exit 1; }
 echo "bench: memory" >&2
 "$go" test -tags "$tags" -run '^$' -bench 'HybridRetrieval' -benchtime 100x -timeout 30m ./pkg/memory/ > "$tmp/mem.txt" 2>&1 || { cat "$tmp/mem.txt"; exit 1; }
@@ -356,6 +357,19 @@ cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)
   echo "| benchmark | time/op | metrics |"
   echo "|---|---|---|"
   bench_rows "$tmp/loop.txt"
+  echo
+  echo "## Bytes sent to the model per turn (issue 21; target: <= 6 KB for hello)"
+  echo
+  echo "A WeCom user's turns with every built-in tool of the day and two MCP servers (the reference everything and"
+  echo "filesystem servers: 54 tools), the bundled prompt files and the embedding model (random weights) loaded."
+  echo "B/hello: the request of a greeting. B/6-turns: every request of a six-turn conversation (hello, weather,"
+  echo "a reminder, a PDF summary, listing reminders, goodbye; each tool step included). B/6-turns-all-tools: the"
+  echo "same requests had every tool been offered, as before tools were chosen per turn. find_tools/6-turns: how"
+  echo "often the scripted model did not find the tool it wanted offered and had to ask for it."
+  echo
+  echo "| benchmark | time/op | metrics |"
+  echo "|---|---|---|"
+  bench_rows "$tmp/bytes.txt"
   echo
   echo "## 100 concurrent conversations through the runner (5 turns each, fake LLM 100 ms per turn; order per key checked; one conversation alone = 500 ms)"
   echo

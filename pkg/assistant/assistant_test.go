@@ -15,7 +15,7 @@ import (
 	"agent/pkg/store"
 )
 
-func testStore(t *testing.T, cfg *config.Config) *store.Store {
+func testStore(t testing.TB, cfg *config.Config) *store.Store {
 	t.Helper()
 	if err := os.MkdirAll(cfg.Agent.StateDir, 0o750); err != nil {
 		t.Fatal(err)

@@ -27,7 +27,7 @@ var aliases = map[string]string{
 	"trim_video":      "cut clip video shorten 剪辑 剪 截取 视频",
 	"add_bgm":         "music background soundtrack video 配乐 背景音乐 音乐",
 	"generate_video":  "slideshow video images narration 生成 视频 幻灯片 旁白",
-	"web_search":      "search google internet online news latest look up find 搜索 查 查询 网上 新闻 最新",
+	"web_search":      "search google internet online news latest look up find weather price stock 搜索 查 查询 网上 新闻 最新 天气 价格 股价",
 	"web_fetch":       "url link page website open read 网页 链接 网址 打开",
 	"search_memory":   "remember recall know said earlier 记得 记忆 之前 说过",
 	"recall":          "remember earlier conversation history 记得 之前 历史 聊过",
