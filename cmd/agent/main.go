@@ -19,10 +19,14 @@ import (
 	"agent/pkg/daemon"
 	"agent/pkg/localmodels"
 	"agent/pkg/logging"
+	"agent/pkg/mallocarena"
 	"agent/pkg/systemd"
 )
 
 func main() {
+	// Two malloc arenas: resident memory must not climb thread by thread
+	// on a 2 GB box (pkg/mallocarena says what the soak measured).
+	mallocarena.Limit(2)
 	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr, os.LookupEnv))
 }
 

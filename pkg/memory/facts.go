@@ -230,6 +230,12 @@ func (s *Store) add(ctx context.Context, scope string, in Input, st *embedderSta
 	if err := tx.Commit(); err != nil {
 		return Result{}, fmt.Errorf("memory: add: %w", err)
 	}
+	if blob != nil {
+		s.bits.put(scope, id, vec)
+	}
+	if in.Supersedes != 0 {
+		s.bits.remove(scope, in.Supersedes)
+	}
 	return res, nil
 }
 
@@ -317,6 +323,7 @@ func (s *Store) Forget(ctx context.Context, scope string, id int64) (Fact, error
 	if err := s.deleteChain(ctx, f.ID); err != nil {
 		return Fact{}, err
 	}
+	s.bits.remove(f.Scope, f.ID) // its older versions were not in the index
 	s.changed(f.Scope, true)
 	return f, nil
 }

@@ -135,6 +135,7 @@ type Store struct {
 
 	emb     atomic.Pointer[embedderState]
 	hasVec  atomic.Bool // the memory_vec table exists (from this or an earlier run)
+	bits    *bitIndexes // the scopes' vectors in RAM (bitindex.go)
 	writeMu sync.Mutex  // fact writes: dedup check and insert are one step
 
 	cacheMu sync.Mutex // orders block caching against fact changes
@@ -172,6 +173,7 @@ func New(db *sql.DB, cfg Config, logger *slog.Logger, now func() time.Time) *Sto
 		vectors: newLRU[string, []float32](cfg.EmbedCache),
 
 		refreshing: map[string]string{},
+		bits:       newBitIndexes(),
 	}
 	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
 	var n int
@@ -293,6 +295,7 @@ func (s *Store) prepareVectors(ctx context.Context, dim int, id string) error {
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("memory: vector index: %w", err)
 	}
+	s.bits.reset()
 	s.hasVec.Store(true)
 	if exists == 1 {
 		s.logger.Info("vector index rebuilt for a new embedding model", "dim", dim, "model", id)
@@ -362,6 +365,9 @@ func (s *Store) storeVectors(ctx context.Context, st *embedderState, ids []int64
 		return fmt.Errorf("memory: store vectors: %w", err)
 	}
 	defer tx.Rollback()
+	var stored []int64
+	var storedScopes []string
+	var storedVecs [][]float32
 	for i, id := range ids {
 		if len(vecs[i]) != st.dim {
 			return fmt.Errorf("memory: store vectors: width %d, want %d", len(vecs[i]), st.dim)
@@ -377,9 +383,13 @@ func (s *Store) storeVectors(ctx context.Context, st *embedderState, ids []int64
 		if err := insertVec(ctx, tx, id, scopes[i], blob); err != nil {
 			return err
 		}
+		stored, storedScopes, storedVecs = append(stored, id), append(storedScopes, scopes[i]), append(storedVecs, vecs[i])
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("memory: store vectors: %w", err)
+	}
+	for i, id := range stored {
+		s.bits.put(storedScopes[i], id, storedVecs[i])
 	}
 	return nil
 }

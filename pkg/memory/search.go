@@ -3,6 +3,7 @@ package memory
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -62,6 +63,9 @@ func widthOf(v [][]float32) int {
 // cosine, among the candidates the bit index proposes.
 func (s *Store) nearest(ctx context.Context, scope string, vec []float32, st *embedderState, k int) ([]scored, error) {
 	cand := max(s.cfg.Candidates, 8*k)
+	if scope != "" && s.hasVec.Load() {
+		return s.nearestInRAM(ctx, scope, vec, st, k, cand)
+	}
 	q := `WITH knn AS (
 			SELECT rowid, distance FROM memory_vec
 			WHERE embedding MATCH vec_quantize_binary(?1) AND k = ?2 AND scope = ?3)
@@ -76,6 +80,43 @@ func (s *Store) nearest(ctx context.Context, scope string, vec []float32, st *em
 	if err != nil {
 		return nil, fmt.Errorf("memory: vector search: %w", err)
 	}
+	return rerank(rows, vec, st, k)
+}
+
+// nearestInRAM is nearest over scope's index in RAM (bitindex.go): cand
+// candidates by Hamming distance, re-ranked by exact cosine from SQLite.
+func (s *Store) nearestInRAM(ctx context.Context, scope string, vec []float32, st *embedderState, k, cand int) ([]scored, error) {
+	idx, err := s.bitScope(ctx, scope, st.dim)
+	if err != nil {
+		return nil, err
+	}
+	ids := idx.nearest(quantize(vec), cand)
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	args := make([]any, 0, len(ids)+1)
+	args = append(args, scope)
+	marks := make([]byte, 0, 2*len(ids))
+	for i, id := range ids {
+		if i > 0 {
+			marks = append(marks, ',')
+		}
+		marks = append(marks, '?')
+		args = append(args, id)
+	}
+	// "+scope": the ids are looked up by primary key; an index on scope
+	// would have SQLite walk the scope's every fact.
+	rows, err := s.db.QueryContext(ctx, `SELECT id, embedding FROM memory_facts
+		WHERE +scope = ? AND superseded_by IS NULL AND embedding IS NOT NULL AND id IN (`+string(marks)+`)`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("memory: vector search: %w", err)
+	}
+	return rerank(rows, vec, st, k)
+}
+
+// rerank reads (id, embedding) rows and keeps the k closest to vec by
+// exact cosine. It closes rows.
+func rerank(rows *sql.Rows, vec []float32, st *embedderState, k int) ([]scored, error) {
 	defer rows.Close()
 	var out []scored
 	for rows.Next() {

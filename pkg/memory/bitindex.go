@@ -1,0 +1,279 @@
+package memory
+
+import (
+	"container/heap"
+	"context"
+	"fmt"
+	"math/bits"
+	"slices"
+	"sync"
+)
+
+// The vector search of a conversation runs in RAM: each scope's current
+// facts as 1-bit vectors (the sign of each dimension, bit-packed: 48 bytes
+// for bge-small's 384 dimensions, 4.8 MB for 100k facts), scanned by
+// Hamming distance with popcount; the candidates are re-ranked by exact
+// cosine from the embeddings in SQLite. SQLite stays the source of truth:
+// an index is loaded lazily, the first time its scope is searched, from
+// the bit vectors sqlite-vec keeps in memory_vec, and kept in step by the
+// writes that change memory_vec (after they commit). Nothing of it is
+// written anywhere: after a crash it is loaded again. An id in the index
+// that SQLite no longer has as a current fact of the scope (a write that
+// rolled back) only costs a candidate: the re-rank reads the facts with
+// that condition.
+
+// bitIndex is one scope's vectors. ids are kept ascending (facts are
+// appended with growing ids); a removed row is marked dead and the rows
+// are compacted when a quarter are dead.
+type bitIndex struct {
+	mu    sync.RWMutex
+	words int // uint64 words per vector
+	ids   []int64
+	bits  []uint64 // len(ids) * words
+	dead  []bool
+	ndead int
+	ready chan struct{} // closed when loaded
+	err   error         // the load's error (set before ready is closed)
+}
+
+func (b *bitIndex) find(id int64) (int, bool) {
+	return slices.BinarySearch(b.ids, id)
+}
+
+// put adds or replaces id's vector (q: its bits).
+func (b *bitIndex) put(id int64, q []uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	i, ok := b.find(id)
+	if ok {
+		copy(b.bits[i*b.words:], q)
+		if b.dead[i] {
+			b.dead[i] = false
+			b.ndead--
+		}
+		return
+	}
+	b.ids = slices.Insert(b.ids, i, id)
+	b.bits = slices.Insert(b.bits, i*b.words, q...)
+	b.dead = slices.Insert(b.dead, i, false)
+}
+
+func (b *bitIndex) remove(id int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	i, ok := b.find(id)
+	if !ok || b.dead[i] {
+		return
+	}
+	b.dead[i] = true
+	b.ndead++
+	if b.ndead*4 >= len(b.ids) && b.ndead > 16 {
+		b.compact()
+	}
+}
+
+func (b *bitIndex) compact() {
+	n := 0
+	for i, id := range b.ids {
+		if b.dead[i] {
+			continue
+		}
+		b.ids[n] = id
+		copy(b.bits[n*b.words:(n+1)*b.words], b.bits[i*b.words:(i+1)*b.words])
+		n++
+	}
+	b.ids, b.bits, b.dead = b.ids[:n], b.bits[:n*b.words], make([]bool, n)
+	b.ndead = 0
+}
+
+// len is the number of live vectors.
+func (b *bitIndex) len() int {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return len(b.ids) - b.ndead
+}
+
+// nearest returns the ids of the k vectors closest to q by Hamming
+// distance (ties: the newer fact first).
+func (b *bitIndex) nearest(q []uint64, k int) []int64 {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if k <= 0 {
+		return nil
+	}
+	h := make(hamHeap, 0, k+1)
+	w := b.words
+	for i := len(b.ids) - 1; i >= 0; i-- { // newest first: equal distances keep the newer
+		if b.dead[i] {
+			continue
+		}
+		row := b.bits[i*w : (i+1)*w]
+		d := 0
+		for j, x := range row {
+			d += bits.OnesCount64(x ^ q[j])
+		}
+		if len(h) < k {
+			heap.Push(&h, hamItem{d, b.ids[i]})
+		} else if d < h[0].d {
+			h[0] = hamItem{d, b.ids[i]}
+			heap.Fix(&h, 0)
+		}
+	}
+	out := make([]int64, len(h))
+	for i := len(h) - 1; i >= 0; i-- {
+		out[i] = heap.Pop(&h).(hamItem).id
+	}
+	return out
+}
+
+type hamItem struct {
+	d  int
+	id int64
+}
+
+// hamHeap is a max-heap on distance: its top is the worst kept.
+type hamHeap []hamItem
+
+func (h hamHeap) Len() int           { return len(h) }
+func (h hamHeap) Less(i, j int) bool { return h[i].d > h[j].d }
+func (h hamHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *hamHeap) Push(x any)        { *h = append(*h, x.(hamItem)) }
+func (h *hamHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// quantize packs the signs of v as sqlite-vec's vec_quantize_binary does:
+// dimension i is bit i%8 of byte i/8, set when v[i] > 0 (bytes read as
+// little-endian words).
+func quantize(v []float32) []uint64 {
+	q := make([]uint64, (len(v)+63)/64)
+	for i, x := range v {
+		if x > 0 {
+			q[i/64] |= 1 << (i % 64)
+		}
+	}
+	return q
+}
+
+// unpackBits reads a vec0 bit column (len(blob)*8 dimensions) into words.
+func unpackBits(blob []byte, words int) ([]uint64, bool) {
+	if len(blob) > words*8 || len(blob) == 0 {
+		return nil, false
+	}
+	q := make([]uint64, words)
+	for i, c := range blob {
+		q[i/8] |= uint64(c) << (8 * (i % 8))
+	}
+	return q, true
+}
+
+// bitIndexes are the loaded scopes' indexes.
+type bitIndexes struct {
+	mu     sync.Mutex
+	scopes map[string]*bitIndex
+	gen    uint64 // bumped by reset: a load from before does not install
+}
+
+func newBitIndexes() *bitIndexes { return &bitIndexes{scopes: map[string]*bitIndex{}} }
+
+// reset forgets every index (another model, a rebuilt memory_vec).
+func (x *bitIndexes) reset() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.scopes = map[string]*bitIndex{}
+	x.gen++
+}
+
+// loaded returns scope's index if it exists (loading or loaded).
+func (x *bitIndexes) loaded(scope string) *bitIndex {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.scopes[scope]
+}
+
+// put and remove keep a scope's index in step with a committed write; a
+// scope not loaded is left alone (its load reads the write).
+func (x *bitIndexes) put(scope string, id int64, vec []float32) {
+	if b := x.loaded(scope); b != nil {
+		<-b.ready
+		if b.err == nil {
+			b.put(id, quantize(vec))
+		}
+	}
+}
+
+func (x *bitIndexes) remove(scope string, ids ...int64) {
+	if b := x.loaded(scope); b != nil {
+		<-b.ready
+		for _, id := range ids {
+			b.remove(id)
+		}
+	}
+}
+
+// scope returns scope's index, loading it from memory_vec the first time.
+// A failed load is not kept: the next search tries again.
+func (s *Store) bitScope(ctx context.Context, scope string, dim int) (*bitIndex, error) {
+	x := s.bits
+	x.mu.Lock()
+	b, ok := x.scopes[scope]
+	gen := x.gen
+	if !ok {
+		b = &bitIndex{words: (dim + 63) / 64, ready: make(chan struct{})}
+		x.scopes[scope] = b
+	}
+	x.mu.Unlock()
+	if ok {
+		select {
+		case <-b.ready:
+			return b, b.err
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	// The entry exists before the read: a write committed after this
+	// point finds it and waits for ready, so nothing falls between.
+	b.err = s.loadBits(context.WithoutCancel(ctx), scope, b)
+	close(b.ready)
+	if b.err != nil {
+		x.mu.Lock()
+		if x.gen == gen && x.scopes[scope] == b {
+			delete(x.scopes, scope)
+		}
+		x.mu.Unlock()
+		return nil, b.err
+	}
+	return b, nil
+}
+
+func (s *Store) loadBits(ctx context.Context, scope string, b *bitIndex) error {
+	rows, err := s.db.QueryContext(ctx, `SELECT rowid, embedding FROM memory_vec WHERE scope = ? ORDER BY rowid`, scope)
+	if err != nil {
+		return fmt.Errorf("memory: loading the vector index of %s: %w", scope, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		var blob []byte
+		if err := rows.Scan(&id, &blob); err != nil {
+			return fmt.Errorf("memory: loading the vector index of %s: %w", scope, err)
+		}
+		q, ok := unpackBits(blob, b.words)
+		if !ok {
+			return fmt.Errorf("memory: loading the vector index of %s: a %d-byte vector for %d words", scope, len(blob), b.words)
+		}
+		b.ids = append(b.ids, id)
+		b.bits = append(b.bits, q...)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("memory: loading the vector index of %s: %w", scope, err)
+	}
+	if !slices.IsSorted(b.ids) { // rowid order asked for; never trust it blindly
+		return fmt.Errorf("memory: loading the vector index of %s: rows out of order", scope)
+	}
+	b.dead = make([]bool, len(b.ids))
+	return nil
+}
