@@ -3,6 +3,8 @@ package memory
 import (
 	"container/heap"
 	"context"
+	"database/sql"
+	"encoding/binary"
 	"fmt"
 	"math/bits"
 	"slices"
@@ -15,8 +17,9 @@ import (
 // Hamming distance with popcount; the candidates are re-ranked by exact
 // cosine from the embeddings in SQLite. SQLite stays the source of truth:
 // an index is loaded lazily, the first time its scope is searched, from
-// the bit vectors sqlite-vec keeps in memory_vec, and kept in step by the
-// writes that change memory_vec (after they commit). Nothing of it is
+// the scope's embeddings in memory_facts (by its scope index: a small
+// scope loads in milliseconds however large the memory), and kept in step
+// by the writes that change memory_vec (after they commit). Nothing of it is
 // written anywhere: after a crash it is loaded again. An id in the index
 // that SQLite no longer has as a current fact of the scope (a write that
 // rolled back) only costs a candidate: the re-rank reads the facts with
@@ -158,18 +161,6 @@ func quantize(v []float32) []uint64 {
 	return q
 }
 
-// unpackBits reads a vec0 bit column (len(blob)*8 dimensions) into words.
-func unpackBits(blob []byte, words int) ([]uint64, bool) {
-	if len(blob) > words*8 || len(blob) == 0 {
-		return nil, false
-	}
-	q := make([]uint64, words)
-	for i, c := range blob {
-		q[i/8] |= uint64(c) << (8 * (i % 8))
-	}
-	return q, true
-}
-
 // bitIndexes are the loaded scopes' indexes.
 type bitIndexes struct {
 	mu     sync.Mutex
@@ -214,7 +205,7 @@ func (x *bitIndexes) remove(scope string, ids ...int64) {
 	}
 }
 
-// scope returns scope's index, loading it from memory_vec the first time.
+// bitScope returns scope's index, loading it the first time.
 // A failed load is not kept: the next search tries again.
 func (s *Store) bitScope(ctx context.Context, scope string, dim int) (*bitIndex, error) {
 	x := s.bits
@@ -250,20 +241,21 @@ func (s *Store) bitScope(ctx context.Context, scope string, dim int) (*bitIndex,
 }
 
 func (s *Store) loadBits(ctx context.Context, scope string, b *bitIndex) error {
-	rows, err := s.db.QueryContext(ctx, `SELECT rowid, embedding FROM memory_vec WHERE scope = ? ORDER BY rowid`, scope)
+	rows, err := s.db.QueryContext(ctx, `SELECT id, embedding FROM memory_facts
+		WHERE scope = ? AND superseded_by IS NULL AND embedding IS NOT NULL ORDER BY id`, scope)
 	if err != nil {
 		return fmt.Errorf("memory: loading the vector index of %s: %w", scope, err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var id int64
-		var blob []byte
+		var blob sql.RawBytes
 		if err := rows.Scan(&id, &blob); err != nil {
 			return fmt.Errorf("memory: loading the vector index of %s: %w", scope, err)
 		}
-		q, ok := unpackBits(blob, b.words)
+		q, ok := quantizeBlob(blob, b.words)
 		if !ok {
-			return fmt.Errorf("memory: loading the vector index of %s: a %d-byte vector for %d words", scope, len(blob), b.words)
+			continue // not this model's width: Backfill redoes it
 		}
 		b.ids = append(b.ids, id)
 		b.bits = append(b.bits, q...)
@@ -271,9 +263,23 @@ func (s *Store) loadBits(ctx context.Context, scope string, b *bitIndex) error {
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("memory: loading the vector index of %s: %w", scope, err)
 	}
-	if !slices.IsSorted(b.ids) { // rowid order asked for; never trust it blindly
-		return fmt.Errorf("memory: loading the vector index of %s: rows out of order", scope)
-	}
 	b.dead = make([]bool, len(b.ids))
 	return nil
+}
+
+// quantizeBlob is quantize of a stored embedding (little-endian float32s)
+// without decoding it first.
+func quantizeBlob(blob []byte, words int) ([]uint64, bool) {
+	dim := len(blob) / 4
+	if len(blob)%4 != 0 || (dim+63)/64 != words || dim == 0 {
+		return nil, false
+	}
+	q := make([]uint64, words)
+	for i := range dim {
+		u := binary.LittleEndian.Uint32(blob[4*i:])
+		if u&0x80000000 == 0 && u != 0 && u <= 0x7f800000 { // > 0: sign clear, not 0, not NaN
+			q[i/64] |= 1 << (i % 64)
+		}
+	}
+	return q, true
 }

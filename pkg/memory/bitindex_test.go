@@ -30,6 +30,9 @@ func TestQuantizeMatchesSQLiteVec(t *testing.T) {
 		if !ok || !slices.Equal(got, quantize(v)) {
 			t.Fatalf("dim %d: sqlite-vec %x, ours %x", dim, got, quantize(v))
 		}
+		if fromBlob, ok := quantizeBlob(encodeVector(v), words); !ok || !slices.Equal(fromBlob, got) {
+			t.Fatalf("dim %d: quantizeBlob %x, sqlite-vec %x", dim, fromBlob, got)
+		}
 	}
 }
 
@@ -174,4 +177,16 @@ func BenchmarkBitScan100k(b *testing.B) {
 	for b.Loop() {
 		x.nearest(q, 160)
 	}
+}
+
+// unpackBits reads a vec0 bit column (len(blob)*8 dimensions) into words.
+func unpackBits(blob []byte, words int) ([]uint64, bool) {
+	if len(blob) > words*8 || len(blob) == 0 {
+		return nil, false
+	}
+	q := make([]uint64, words)
+	for i, c := range blob {
+		q[i/8] |= uint64(c) << (8 * (i % 8))
+	}
+	return q, true
 }

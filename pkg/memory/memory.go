@@ -145,6 +145,7 @@ type Store struct {
 	refreshing map[string]string
 	blocks     *lru[string, blockEntry]
 	vectors    *lru[string, []float32]
+	docFreqs   *lru[string, docFreqEntry] // words' fact counts (docFreq)
 
 	bg       sync.WaitGroup // cache refreshes and backfills
 	bgCtx    context.Context
@@ -169,8 +170,9 @@ func New(db *sql.DB, cfg Config, logger *slog.Logger, now func() time.Time) *Sto
 	cfg = cfg.withDefaults()
 	s := &Store{
 		db: db, cfg: cfg, logger: logger.With("component", "memory"), now: now,
-		blocks:  newLRU[string, blockEntry](cfg.BlockCache),
-		vectors: newLRU[string, []float32](cfg.EmbedCache),
+		blocks:   newLRU[string, blockEntry](cfg.BlockCache),
+		vectors:  newLRU[string, []float32](cfg.EmbedCache),
+		docFreqs: newLRU[string, docFreqEntry](4096),
 
 		refreshing: map[string]string{},
 		bits:       newBitIndexes(),

@@ -357,27 +357,13 @@ func (s *Store) dropCommon(ctx context.Context, words []string) ([]string, error
 	if total <= limit {
 		return words, nil
 	}
-	args := make([]any, len(words))
-	marks := make([]string, len(words))
-	for i, w := range words {
-		args[i], marks[i] = w, "?"
-	}
-	rows, err := s.db.QueryContext(ctx, `SELECT term, doc FROM memory_words_vocab WHERE term IN (`+strings.Join(marks, ",")+`)`, args...)
-	if err != nil {
-		return nil, fmt.Errorf("memory: keyword search: %w", err)
-	}
-	defer rows.Close()
 	df := map[string]int64{}
-	for rows.Next() {
-		var term string
-		var n int64
-		if err := rows.Scan(&term, &n); err != nil {
-			return nil, fmt.Errorf("memory: keyword search: %w", err)
+	for _, w := range words {
+		n, err := s.docFreq(ctx, w, total)
+		if err != nil {
+			return nil, err
 		}
-		df[term] = n
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("memory: keyword search: %w", err)
+		df[w] = n
 	}
 	var kept []string
 	for _, w := range words {
@@ -393,6 +379,25 @@ func (s *Store) dropCommon(ctx context.Context, words []string) ([]string, error
 	}
 	return kept, nil
 }
+
+// docFreq is how many facts contain word. Counting walks the word's whole
+// posting list (fts5vocab), milliseconds for a common word at 100k facts:
+// counts are kept in an LRU and counted again once the memory has grown
+// by a tenth since (whether a word is common changes slowly).
+func (s *Store) docFreq(ctx context.Context, word string, total int64) (int64, error) {
+	if e, ok := s.docFreqs.Get(word); ok && total <= e.total+e.total/10 {
+		return e.df, nil
+	}
+	var n int64
+	err := s.db.QueryRowContext(ctx, `SELECT doc FROM memory_words_vocab WHERE term = ?`, word).Scan(&n)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return 0, fmt.Errorf("memory: keyword search: %w", err)
+	}
+	s.docFreqs.Put(word, docFreqEntry{df: n, total: total})
+	return n, nil
+}
+
+type docFreqEntry struct{ df, total int64 }
 
 func (s *Store) ids(ctx context.Context, q string, args ...any) ([]int64, error) {
 	rows, err := s.db.QueryContext(ctx, q, args...)
