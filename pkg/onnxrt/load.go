@@ -76,8 +76,8 @@ func Load(paths []string) (version string, path string, err error) {
 }
 
 // ConfigureSession sets the options every ONNX Runtime session of the
-// agent uses: threads intra-op threads, sequential execution, and no
-// spinning of idle worker threads.
+// agent uses: threads intra-op threads, sequential execution, and worker
+// threads that spin only while a run is in flight.
 func ConfigureSession(opts *ort.SessionOptions, threads int) error {
 	if err := opts.SetIntraOpNumThreads(threads); err != nil {
 		return err
@@ -88,9 +88,14 @@ func ConfigureSession(opts *ort.SessionOptions, threads int) error {
 	if err := opts.SetExecutionMode(ort.ExecutionModeSequential); err != nil {
 		return err
 	}
-	// Idle worker threads would otherwise spin for a while after each run,
-	// burning a core that whisper or the agent could use.
-	if err := opts.AddSessionConfigEntry("session.intra_op.allow_spinning", "0"); err != nil {
+	// Worker threads spin while a run is in flight (waking sleeping
+	// threads for every operator cost a third of a short embedding) and
+	// stop when it ends: idle, they would otherwise spin on for a while
+	// after each run, burning a core that whisper or the agent could use.
+	if err := opts.AddSessionConfigEntry("session.intra_op.allow_spinning", "1"); err != nil {
+		return err
+	}
+	if err := opts.AddSessionConfigEntry("session.force_spinning_stop", "1"); err != nil {
 		return err
 	}
 	return opts.SetLogSeverityLevel(ort.LoggingLevelError)

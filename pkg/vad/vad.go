@@ -219,6 +219,10 @@ type Detector struct {
 	silence   int64     // trailing silence samples, 0 while speaking
 	heard     bool
 	ended     bool
+	// Where the speech is, in samples since Reset: pos counts the samples
+	// of the windows analysed; start is where the current run of speech
+	// began (-1: none), end where its last speech window ended.
+	pos, start, end int64
 }
 
 // NewDetector returns a Detector on a new Stream of m.
@@ -233,6 +237,7 @@ func (m *Model) NewDetector(cfg Config) (*Detector, error) {
 		minSpeech:  max(samples(cfg.MinSpeech), 0),
 		silenceEnd: samples(cfg.Silence),
 		pending:    make([]float32, 0, WindowSamples),
+		start:      -1,
 	}
 	if cfg.Silence < 0 {
 		d.silenceEnd = -1
@@ -285,17 +290,23 @@ func (d *Detector) Feed(samples []float32) (ended bool, err error) {
 // step advances the utterance state by one window of probability p.
 func (d *Detector) step(p float32) {
 	const w = WindowSamples
+	d.pos += w
 	switch {
 	case p >= d.cfg.Threshold:
+		if !d.triggered || d.start < 0 {
+			d.start = d.pos - w
+		}
 		d.triggered = true
 		d.silence = 0
 		d.voiced += w
+		d.end = d.pos
 	case !d.triggered:
 		return
 	case p < d.cfg.NegThreshold || d.silence > 0:
 		d.silence += w
 	default: // between the thresholds, continuing speech
 		d.voiced += w
+		d.end = d.pos
 	}
 	if d.voiced >= d.minSpeech {
 		d.heard = true
@@ -306,7 +317,21 @@ func (d *Detector) step(p float32) {
 		d.ended = true
 	case !d.heard && d.silence >= d.gap:
 		d.triggered, d.voiced, d.silence = false, 0, 0
+		d.start = -1 // a forgotten burst is not where speech begins
 	}
+}
+
+// Speech is where this utterance's speech is, in samples at SampleRate
+// since Reset: from the first window of the speech that made it heard to
+// the end of its last speech window (start -1 while none is heard), and
+// how many samples were fed, so that a caller can check the audio it
+// kept is the audio analysed before cutting silence off it.
+func (d *Detector) Speech() (start, end, fed int64) {
+	fed = d.pos + int64(len(d.pending))
+	if !d.heard {
+		return -1, -1, fed
+	}
+	return d.start, d.end, fed
 }
 
 // Heard reports whether this utterance has had at least MinSpeech of
@@ -327,4 +352,5 @@ func (d *Detector) Reset() {
 	d.pending = d.pending[:0]
 	d.triggered, d.heard, d.ended = false, false, false
 	d.voiced, d.silence = 0, 0
+	d.pos, d.start, d.end = 0, -1, 0
 }

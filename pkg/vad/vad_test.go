@@ -544,3 +544,39 @@ func FuzzDetectorFeed(f *testing.F) {
 		}
 	})
 }
+
+// TestDetectorSpeechBounds: where the speech is, from the detector's own
+// windows, so that the silence around it can be cut before whisper.
+func TestDetectorSpeechBounds(t *testing.T) {
+	m := model(t)
+	for _, c := range []struct{ voice, text string }{{"en", english}, {"cmn", chinese}} {
+		t.Run(c.voice, func(t *testing.T) {
+			u := newUtterance(speech(t, c.voice, c.text), 1.2, 1.5)
+			d := newDetector(t, m, Config{})
+			if s, e, fed := d.Speech(); s != -1 || e != -1 || fed != 0 {
+				t.Fatalf("before audio: %d %d %d", s, e, fed)
+			}
+			const chunk = 320
+			for i := 0; i < len(u.x); i += chunk {
+				if ended, err := d.Feed(u.x[i:min(i+chunk, len(u.x))]); err != nil || ended {
+					break
+				}
+			}
+			start, end, fed := d.Speech()
+			t.Logf("speech %v-%v, detected %v-%v", ms(u.start), ms(u.end), ms(int(start)), ms(int(end)))
+			if start < 0 || ms(int(start)-u.start).Abs() > 150*time.Millisecond {
+				t.Errorf("speech starts at %v; detected %v", ms(u.start), ms(int(start)))
+			}
+			if ms(int(end)-u.end).Abs() > 250*time.Millisecond {
+				t.Errorf("speech ends at %v; detected %v", ms(u.end), ms(int(end)))
+			}
+			if fed <= end {
+				t.Errorf("fed %d samples, not past the end %d", fed, end)
+			}
+			d.Reset()
+			if s, _, fed := d.Speech(); s != -1 || fed != 0 {
+				t.Errorf("after Reset: start %d, fed %d", s, fed)
+			}
+		})
+	}
+}

@@ -47,6 +47,8 @@ func run(bin, models string, runs int, only, label string, noHeader, restart boo
 		{"no models", "/nonexistent", "/nonexistent.bin"},
 		{"bge-small (random weights)", filepath.Join(models, "bge-small-random"), "/nonexistent.bin"},
 		{"bge-small + whisper tiny (random weights)", filepath.Join(models, "bge-small-random"), filepath.Join(models, "ggml-tiny-random-multi.bin")},
+		{"bge-small int8 (random weights)", filepath.Join(models, "bge-small-int8-random"), "/nonexistent.bin"},
+		{"bge-small int8 + whisper tiny (random weights)", filepath.Join(models, "bge-small-int8-random"), filepath.Join(models, "ggml-tiny-random-multi.bin")},
 	}
 	if !noHeader {
 		fmt.Println("| set-up | start to READY (median of", runs, ") | all models loaded | RSS after settling |")

@@ -36,6 +36,11 @@ func run(dir string) error {
 		return fmt.Errorf("bge-small: %w", err)
 	}
 	fmt.Println("testmodels:", bge)
+	bge8 := filepath.Join(dir, "bge-small-int8-random")
+	if err := embedtest.EnsureBGESmallInt8(bge8); err != nil {
+		return fmt.Errorf("bge-small int8: %w", err)
+	}
+	fmt.Println("testmodels:", bge8)
 	for _, multi := range []bool{false, true} {
 		p, err := asrtest.EnsureTinyModel(dir, multi)
 		if err != nil {

@@ -661,6 +661,9 @@ func (c *conn) endUtterance(byVAD bool) {
 		return
 	}
 	pcm, heard := c.pcm, c.vad.heard()
+	if heard {
+		pcm = c.trimSilence(pcm)
+	}
 	c.pcm = nil
 	c.vad.reset()
 	c.dropPartial()
@@ -743,6 +746,37 @@ func (c *conn) cancelAll() {
 	}
 	c.log.Debug("voice turn cancelled", "in_turn", in != nil)
 }
+
+// speechPad is the audio kept around Silero's speech bounds: whisper
+// hears a word's onset and decay, and the bounds are 32 ms windows.
+const speechPad = 200 * time.Millisecond
+
+// trimSilence cuts the silence before and after the speech Silero found
+// (less audio to decode, a smaller audio context for whisper). It cuts
+// only when the detector analysed exactly this audio: audio it saw while
+// a turn was in flight, or missed, would shift its bounds.
+func (c *conn) trimSilence(pcm []byte) []byte {
+	start, end, fed, ok := c.vad.speechSpan()
+	if !ok || c.rate <= 0 {
+		return pcm
+	}
+	have := time.Duration(len(pcm)/2) * time.Second / time.Duration(c.rate)
+	if d := have - fed; d < -vadSlack || d > vadSlack {
+		return pcm
+	}
+	at := func(t time.Duration) int { return int(int64(t)*int64(c.rate)/int64(time.Second)) * 2 }
+	from := max(0, at(start-speechPad))
+	to := min(len(pcm), at(end+speechPad))
+	if from >= to {
+		return pcm
+	}
+	c.s.trimmed.Add(int64(len(pcm) - (to - from)))
+	return pcm[from:to]
+}
+
+// vadSlack is how far the detector's count of the audio may be from the
+// buffer's (a partial window, resampling) for its bounds to be used.
+const vadSlack = 64 * time.Millisecond
 
 // recognize transcribes an utterance and runs its turn.
 func (c *conn) recognize(ctx context.Context, gen uint64, pcm []byte) {

@@ -19,6 +19,10 @@ type detector interface {
 	heard() bool
 	// reset starts a new utterance.
 	reset()
+	// speechSpan is where the utterance's speech lies since reset, and how
+	// much audio was analysed; ok false when the detector cannot tell
+	// (the energy detector).
+	speechSpan() (start, end, fed time.Duration, ok bool)
 }
 
 // VADConfig tunes end-of-utterance detection. An utterance ends by voice
@@ -113,6 +117,15 @@ func (s *sileroVAD) heard() bool {
 	return s.d.Heard()
 }
 
+func (s *sileroVAD) speechSpan() (start, end, fed time.Duration, ok bool) {
+	if s.fallback != nil {
+		return 0, 0, 0, false
+	}
+	a, b, n := s.d.Speech()
+	at := func(x int64) time.Duration { return time.Duration(x) * time.Second / vad.SampleRate }
+	return at(a), at(b), at(n), a >= 0
+}
+
 func (s *sileroVAD) reset() {
 	s.d.Reset()
 	if s.fallback != nil {
@@ -173,6 +186,9 @@ func (v *energyVAD) feed(pcm []byte) (ended bool) {
 
 // heard reports whether the utterance so far holds any speech.
 func (v *energyVAD) heard() bool { return v.speech >= v.minSpeech }
+
+// speechSpan: loudness does not say where speech is (nothing is cut).
+func (v *energyVAD) speechSpan() (start, end, fed time.Duration, ok bool) { return 0, 0, 0, false }
 
 // reset starts a new utterance; the noise floor is kept.
 func (v *energyVAD) reset() {

@@ -218,6 +218,7 @@ type Server struct {
 	evicted    int64
 
 	utterances, partials, silero atomic.Int64 // see Stats
+	trimmed                      atomic.Int64 // PCM bytes of silence cut before recognition
 }
 
 // Stats counts what the server did since it started.
@@ -228,6 +229,9 @@ type Stats struct {
 	Utterances  int64 // utterances handed to recognition
 	Partials    int64 // partial transcripts sent
 	Silero      int64 // connections that ended utterances with the Silero VAD
+	// TrimmedBytes is the silence (16-bit PCM at each connection's rate)
+	// cut from utterances before recognition.
+	TrimmedBytes int64
 }
 
 // Stats returns the counters.
@@ -235,7 +239,7 @@ func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	pending, evicted := len(s.pending), s.evicted
 	s.mu.Unlock()
-	return Stats{Connections: s.Active(), Pending: pending, Evicted: evicted, Utterances: s.utterances.Load(), Partials: s.partials.Load(), Silero: s.silero.Load()}
+	return Stats{Connections: s.Active(), Pending: pending, Evicted: evicted, Utterances: s.utterances.Load(), Partials: s.partials.Load(), Silero: s.silero.Load(), TrimmedBytes: s.trimmed.Load()}
 }
 
 // New returns a Server.

@@ -21,7 +21,15 @@ import (
 // Shape is a BERT encoder's architecture.
 type Shape struct {
 	Vocab, Hidden, Layers, Heads, FF, MaxPos, TypeVocab int
+	// Int8 writes the encoder's linear layers as ONNX Runtime's dynamic
+	// quantisation writes them (quantize_dynamic, the "_quantized"/"int8"
+	// exports of bge): int8 weights with a scale, the activations
+	// quantised per call (DynamicQuantizeLinear, MatMulInteger).
+	Int8 bool
 }
+
+// BGESmallInt8 is BGESmall with int8 linear layers (about 68 MB).
+func BGESmallInt8() Shape { s := BGESmall(); s.Int8 = true; return s }
 
 // BGESmall is BAAI/bge-small-en-v1.5's shape (about 133 MB of weights).
 func BGESmall() Shape {
@@ -114,11 +122,18 @@ type initializer struct {
 }
 
 func (in *initializer) rawLen() int64 {
-	if in.dataType == dataTypeInt64 {
+	switch in.dataType {
+	case dataTypeInt64:
 		return in.count * 8
+	case dataTypeInt8:
+		return in.count
 	}
 	return in.count * 4
 }
+
+// int8Scale is the weight scale of an Int8 model: the N(0, 0.02²) weights
+// over ±4 standard deviations in 127 steps.
+const int8Scale = 0.08 / 127
 
 // head is the TensorProto minus its raw data payload.
 func (in *initializer) head() pb {
@@ -242,8 +257,17 @@ func buildGraph(s Shape, seed int64) *graph {
 			intAttr("axis", -1), floatAttr("epsilon", 1e-12))
 	}
 	linear := func(x, p string, in, out int64) string {
-		mm := g.node1("MatMul", ss(x, g.initF(p+".w", in, out)))
-		return g.node1("Add", ss(mm, g.initConst(p+".bias", 0, out)))
+		if !s.Int8 {
+			mm := g.node1("MatMul", ss(x, g.initF(p+".w", in, out)))
+			return g.node1("Add", ss(mm, g.initConst(p+".bias", 0, out)))
+		}
+		// y = (x_q - x_zp)·(W_q - 0) · x_scale · w_scale + bias
+		xq := g.node("DynamicQuantizeLinear", ss(x), nil, 3)
+		w := g.add(&initializer{name: p + ".w_q", dims: []int64{in, out}, dataType: dataTypeInt8, random: true})
+		mmi := g.node1("MatMulInteger", ss(xq[0], w, xq[2], g.add(&initializer{name: p + ".w_zp", dataType: dataTypeInt8, fill: 0})))
+		f := g.node1("Cast", ss(mmi), intAttr("to", dataTypeFloat))
+		scl := g.node1("Mul", ss(xq[1], g.scalarF(p+".w_scale", int8Scale)))
+		return g.node1("Add", ss(g.node1("Mul", ss(f, scl)), g.initConst(p+".bias", 0, out)))
 	}
 
 	// embeddings
@@ -370,6 +394,11 @@ func (in *initializer) writeData(w io.Writer, r *rng, buf []byte) ([]byte, error
 		switch {
 		case in.dataType == dataTypeInt64:
 			buf = binary.LittleEndian.AppendUint64(buf, uint64(in.ints[i]))
+		case in.dataType == dataTypeInt8 && in.random:
+			q := math.Round(r.normal() * 0.02 / int8Scale)
+			buf = append(buf, byte(int8(max(-127, min(127, q)))))
+		case in.dataType == dataTypeInt8:
+			buf = append(buf, byte(int8(in.fill)))
 		case in.random:
 			buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(float32(r.normal()*0.02)))
 		case in.floats != nil:

@@ -64,6 +64,7 @@ const (
 	attrTypeInt      = 2
 	attrTypeInts     = 7
 	dataTypeFloat    = 1
+	dataTypeInt8     = 3
 	dataTypeInt64    = 7
 	onnxIRVersion    = 8
 	onnxOpsetVersion = 17

@@ -210,6 +210,12 @@ func EnsureBGESmall(dir string) error {
 	return Ensure(dir, BGESmall(), 1)
 }
 
+// EnsureBGESmallInt8 is EnsureBGESmall for the int8 shape: the same seed,
+// so its weights are the fp32 model's, quantised.
+func EnsureBGESmallInt8(dir string) error {
+	return Ensure(dir, BGESmallInt8(), 1)
+}
+
 // Ensure makes sure dir holds model.onnx (shape s, seed) and
 // tokenizer.json, generating whichever is missing. An existing model is
 // not checked against s.
