@@ -2,7 +2,7 @@
 # Fetches the real model weights into models/ on a machine with internet
 # access, verifying each file's SHA-256. Re-running skips verified files.
 #
-#   scripts/fetch-models.sh [all|bge-en|bge-zh|whisper-tiny|whisper-base|vad] ...
+#   scripts/fetch-models.sh [all|bge-en|bge-zh|bge-en-int8|bge-zh-int8|whisper-tiny|whisper-base|vad] ...
 #   MODELS_DIR=/usr/local/share/agent/models scripts/fetch-models.sh
 #
 # Copy the result to an offline appliance with scripts/install.sh, or rsync
@@ -24,6 +24,12 @@ manifest=(
   "bge-en|bge-small-en-v1.5/tokenizer.json|BAAI/bge-small-en-v1.5/resolve/main/tokenizer.json|-"
   "bge-zh|bge-small-zh-v1.5/model.onnx|BAAI/bge-small-zh-v1.5/resolve/main/onnx/model.onnx|-"
   "bge-zh|bge-small-zh-v1.5/tokenizer.json|BAAI/bge-small-zh-v1.5/resolve/main/tokenizer.json|-"
+  # int8 exports (ONNX Runtime dynamic quantisation): half the memory of the
+  # fp32 models above, for a box short of it (README: "Which embedding model").
+  "bge-en-int8|bge-small-en-v1.5-int8/model.onnx|Xenova/bge-small-en-v1.5/resolve/main/onnx/model_quantized.onnx|-"
+  "bge-en-int8|bge-small-en-v1.5-int8/tokenizer.json|Xenova/bge-small-en-v1.5/resolve/main/tokenizer.json|-"
+  "bge-zh-int8|bge-small-zh-v1.5-int8/model.onnx|Xenova/bge-small-zh-v1.5/resolve/main/onnx/model_quantized.onnx|-"
+  "bge-zh-int8|bge-small-zh-v1.5-int8/tokenizer.json|Xenova/bge-small-zh-v1.5/resolve/main/tokenizer.json|-"
   "vad|silero_vad_v5.onnx|npm:@ricky0123/vad-web@0.0.31:package/dist/silero_vad_v5.onnx|2623a2953f6ff3d2c1e61740c6cdb7168133479b267dfef114a4a3cc5bdd788f"
 )
 # The bge hashes could not be read on the offline build machines. For "-"

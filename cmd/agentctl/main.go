@@ -202,6 +202,17 @@ func runStatus(ctx context.Context, path string, asJSON bool, stdout, stderr io.
 					h.Turns, h.Conversations, h.Oldest.Local().Format("2006-01-02 15:04:05"))
 			}
 		}
+		if m := st.Memory; m != nil {
+			mode := "semantic + keyword"
+			if !m.Semantic {
+				mode = "keyword only (no embedding model)"
+			}
+			fmt.Fprintf(stdout, "memory: %d facts, %s", m.Facts, mode)
+			if m.Unembedded > 0 && m.Semantic {
+				fmt.Fprintf(stdout, "; embedding %d of them in the background (%d%% done)", m.Unembedded, 100*(m.Facts-m.Unembedded)/max(1, m.Facts))
+			}
+			fmt.Fprintln(stdout)
+		}
 		if !st.Healthy {
 			return errors.New("daemon is unhealthy")
 		}

@@ -39,6 +39,17 @@ type Status struct {
 	Components map[string]string `json:"components"`
 	// Held is the turns waiting for the model service (pkg/backlog).
 	Held *Held `json:"held,omitempty"`
+	// Memory counts the long-term memory's facts and those still waiting
+	// for a vector (after a model change they are re-embedded in the
+	// background).
+	Memory *MemoryStatus `json:"memory,omitempty"`
+}
+
+// MemoryStatus is the memory part of Status.
+type MemoryStatus struct {
+	Facts      int  `json:"facts"`
+	Unembedded int  `json:"unembedded"`
+	Semantic   bool `json:"semantic"`
 }
 
 // Held counts the turns waiting for the model service.

@@ -11,6 +11,7 @@ import (
 	"agent/pkg/backlog"
 	"agent/pkg/clip"
 	"agent/pkg/conversation"
+	"agent/pkg/memory"
 	"agent/pkg/pairing"
 	"agent/pkg/recipient"
 )
@@ -60,6 +61,14 @@ func (a *Assistant) Backlog(ctx context.Context) (backlog.Stats, error) {
 		return backlog.Stats{}, err
 	}
 	return a.backlog.b.Stats(ctx)
+}
+
+// MemoryStats counts every scope's facts (agentctl status).
+func (a *Assistant) MemoryStats(ctx context.Context) (memory.Stats, error) {
+	if err := a.unavailable(); err != nil {
+		return memory.Stats{}, err
+	}
+	return a.memory.Stats(ctx, "")
 }
 
 // mayReplay checks again, when a held turn is about to run, what was

@@ -273,6 +273,13 @@ func (p *parser) finish(c *Config) {
 		p.warn([]string{"llm", "api_key"}, "", "is empty; provider %q will refuse requests without an API key", c.LLM.Provider)
 	}
 
+	// The default embedding model follows the office's language: bge-small
+	// English cannot tell Chinese sentences apart (its vocabulary has
+	// single characters only).
+	if !p.present["embedding.model_dir"] && c.ASR.Language == "zh" {
+		c.Embedding.ModelDir = defaultEmbeddingModelDirZH
+	}
+
 	p.resolvePaths(c)
 }
 

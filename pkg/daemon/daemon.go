@@ -504,6 +504,9 @@ func (d *Daemon) Status(ctx context.Context) admin.Status {
 		if h, err := d.asst.Backlog(ctx); err == nil {
 			st.Held = &admin.Held{Turns: h.Held, Conversations: h.Conversations, Oldest: h.Oldest}
 		}
+		if m, err := d.asst.MemoryStats(ctx); err == nil {
+			st.Memory = &admin.MemoryStatus{Facts: m.Facts, Unembedded: m.Unembedded, Semantic: m.Semantic}
+		}
 	}
 	return st
 }

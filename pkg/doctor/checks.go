@@ -3,6 +3,7 @@ package doctor
 import (
 	"bufio"
 	"context"
+	"database/sql"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -200,7 +201,46 @@ func (e Env) checkFacts(ctx context.Context) Result {
 	if st.Unembedded > 0 && semantic {
 		detail += fmt.Sprintf(", %d embedded at the next start", st.Unembedded)
 	}
+	if semantic {
+		if r, ok := e.languageMismatch(ctx, s.DB()); ok {
+			r.Detail = detail + "; " + r.Detail
+			return r
+		}
+	}
 	return degraded(semantic, detail+"; "+mode)
+}
+
+// languageMismatch warns when most recent facts are Chinese and the
+// embedding model's vocabulary is not (bge-small-en: Chinese facts are
+// then found by keywords, barely by meaning).
+func (e Env) languageMismatch(ctx context.Context, db *sql.DB) (Result, bool) {
+	vocab, err := embed.VocabHanShare(filepath.Join(e.Config.Embedding.ModelDir, embed.TokenizerFile))
+	if err != nil || vocab >= 0.2 {
+		return Result{}, false
+	}
+	rows, err := db.QueryContext(ctx, `SELECT fact FROM memory_facts WHERE superseded_by IS NULL ORDER BY id DESC LIMIT 500`)
+	if err != nil {
+		return Result{}, false
+	}
+	defer rows.Close()
+	n, zh := 0, 0
+	for rows.Next() {
+		var f string
+		if rows.Scan(&f) == nil {
+			n++
+			if embed.HanShare(f) > 0.3 {
+				zh++
+			}
+		}
+	}
+	if n < 20 || zh*2 <= n {
+		return Result{}, false
+	}
+	models := filepath.Dir(e.Config.Embedding.ModelDir)
+	return Result{Level: Warn,
+		Detail: fmt.Sprintf("%d of the last %d facts are Chinese but the embedding model %s is English-only: they are matched by keywords, barely by meaning", zh, n, e.Config.Embedding.ModelDir),
+		Fix: fmt.Sprintf("MODELS_DIR=%s scripts/fetch-models.sh bge-zh, set embedding.model_dir = %q and restart (facts are re-embedded in the background: agentctl status)",
+			models, filepath.Join(models, "bge-small-zh-v1.5"))}, true
 }
 
 func degraded(semantic bool, detail string) Result {
