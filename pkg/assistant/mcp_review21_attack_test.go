@@ -16,8 +16,8 @@ import (
 // after reload_mcp itself applies servers: a.config() still has none, so
 // the next reload_mcp (to fix or remove them) is refused too.
 func TestReview21ReloadMCPUnreachableForFirstServer(t *testing.T) {
+	web := httpServer("web", mcpHTTPServer(t)) // before the assistant: its cleanup runs last
 	d := newMCPAssistant(t, "")
-	web := httpServer("web", mcpHTTPServer(t))
 	d.write(t, web) // the owner edits the file
 	admin := tools.Query{Channel: "admin", User: "ops", Profile: "admin", Text: "reload the mcp servers"}
 	if !d.chooser.Allowed(admin, ToolReloadMCP) {

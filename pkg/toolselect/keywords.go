@@ -93,40 +93,47 @@ func stem(w string) string {
 	return w
 }
 
-// keywordScore is how well text's terms match tool t: a word of its name
+// toolTerms are a tool's words by weight, computed once per description.
+type toolTerms struct {
+	name, alias, desc map[string]bool
+	cjk               []string // Chinese aliases, matched by containment
+}
+
+func termsOf(t tools.Tool) toolTerms {
+	tt := toolTerms{name: map[string]bool{}, alias: map[string]bool{}, desc: map[string]bool{}}
+	for _, w := range words(strings.NewReplacer("_", " ", "-", " ").Replace(t.Name)) {
+		tt.name[w] = true
+	}
+	for _, a := range strings.Fields(aliases[t.Name]) {
+		if a[0] < unicode.MaxASCII {
+			tt.alias[stem(a)] = true
+		} else {
+			tt.cjk = append(tt.cjk, a)
+		}
+	}
+	for _, w := range words(t.Description) {
+		tt.desc[w] = true
+	}
+	return tt
+}
+
+// keywordScore is how well text's terms match a tool: a word of its name
 // counts 3, an alias 2 and a description word 1; each query term counts
 // once, and a Chinese alias found in the text counts 2. The sum is scaled
 // into [0, 1].
-func keywordScore(text string, terms []string, t tools.Tool) float64 {
-	name := map[string]bool{}
-	for _, w := range words(strings.NewReplacer("_", " ", "-", " ").Replace(t.Name)) {
-		name[w] = true
-	}
-	alias := map[string]bool{}
-	var cjk []string
-	for _, a := range strings.Fields(aliases[t.Name]) {
-		if a[0] < unicode.MaxASCII {
-			alias[stem(a)] = true
-		} else {
-			cjk = append(cjk, a)
-		}
-	}
-	desc := map[string]bool{}
-	for _, w := range words(t.Description) {
-		desc[w] = true
-	}
+func keywordScore(text string, terms []string, tt toolTerms) float64 {
 	score := 0
 	for _, q := range terms {
 		switch {
-		case name[q]:
+		case tt.name[q]:
 			score += 3
-		case alias[q]:
+		case tt.alias[q]:
 			score += 2
-		case desc[q]:
+		case tt.desc[q]:
 			score++
 		}
 	}
-	for _, a := range cjk {
+	for _, a := range tt.cjk {
 		if strings.Contains(text, a) {
 			score += 2
 		}

@@ -48,7 +48,8 @@ const (
 	maxKeep          = 8  // tools kept because the session used them
 	maxSemantic      = 2  // tools offered on the embedding model's word alone
 	maxQueryBytes    = 1000
-	vectorCacheSize  = 64 // message vectors kept (a turn's steps reuse one)
+	vectorCacheSize  = 64   // message vectors kept (a turn's steps reuse one)
+	maxTerms         = 2048 // tools whose keyword terms are kept
 )
 
 // Embedder embeds texts into normalised vectors (pkg/embed).
@@ -76,9 +77,31 @@ type Selector struct {
 	log *slog.Logger
 
 	mu      sync.Mutex
-	emb     Embedder             // the model the vectors below are from
-	toolVec map[string]toolEntry // by tool name
-	textVec map[string][]float32 // message vectors
+	terms   map[string]termsEntry // by tool name (keywords.go)
+	emb     Embedder              // the model the vectors below are from
+	toolVec map[string]toolEntry  // by tool name
+	textVec map[string][]float32  // message vectors
+}
+
+type termsEntry struct {
+	doc   string // name and description the terms are of
+	terms toolTerms
+}
+
+// termsFor returns t's keyword terms, computed once per description.
+func (s *Selector) termsFor(t tools.Tool) toolTerms {
+	d := doc(t)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e, ok := s.terms[t.Name]; ok && e.doc == d {
+		return e.terms
+	}
+	tt := termsOf(t)
+	if len(s.terms) >= maxTerms {
+		clear(s.terms) // tools come and go (MCP reloads): start over
+	}
+	s.terms[t.Name] = termsEntry{doc: d, terms: tt}
+	return tt
 }
 
 type toolEntry struct {
@@ -97,7 +120,7 @@ func New(cfg Config) *Selector {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Selector{cfg: cfg, log: cfg.Logger, toolVec: map[string]toolEntry{}, textVec: map[string][]float32{}}
+	return &Selector{cfg: cfg, log: cfg.Logger, terms: map[string]termsEntry{}, toolVec: map[string]toolEntry{}, textVec: map[string][]float32{}}
 }
 
 // owner reports whether the caller of q may use owner-only tools.
@@ -188,7 +211,7 @@ func (s *Selector) rank(ctx context.Context, text string, ts []tools.Tool, seman
 	terms := queryTerms(text)
 	out := make([]ranked, len(ts))
 	for i, t := range ts {
-		w := keywordScore(text, terms, t)
+		w := keywordScore(text, terms, s.termsFor(t))
 		out[i] = ranked{tool: t, score: w, words: w}
 	}
 	if semantic && strings.TrimSpace(text) != "" {
@@ -240,6 +263,9 @@ func (s *Selector) cosines(ctx context.Context, text string, ts []tools.Tool) []
 			return nil
 		}
 		s.mu.Lock()
+		if len(s.toolVec)+len(names) > maxTerms {
+			clear(s.toolVec) // tools come and go (MCP reloads): start over
+		}
 		for i, n := range names {
 			s.toolVec[n] = toolEntry{doc: docs[i], vec: vecs[i]}
 		}

@@ -63,7 +63,7 @@ var tokenRE = regexp.MustCompile(`soak-[wva]-\d+|soak job \d+`)
 
 func main() {
 	minutes := flag.Int("minutes", 30, "how long the load runs")
-	warmup := flag.Int("warmup", 5, "minutes of warm-up not counted in the trend")
+	warmup := flag.Int("warmup", 10, "minutes of warm-up not counted in the trend (the first compressions fall in it)")
 	models := flag.String("models", "/usr/share/agent/soak-models", "folder (readable by the agent user) with bge-small-random/ and ggml-tiny-random-multi.bin")
 	out := flag.String("out", "/root/soak.md", "where the Markdown report goes")
 	flag.Parse()
@@ -82,7 +82,7 @@ func main() {
 func model(req *llmtest.Request) llmtest.Reply {
 	if strings.Contains(req.System(), "long-term memory") {
 		var facts []string
-		for _, t := range tokenRE.FindAllString(req.LastUser(), 4) {
+		for _, t := range tokenRE.FindAllString(req.LastUser(), 12) {
 			facts = append(facts, fmt.Sprintf(`{"fact":"The user mentioned %s in the soak test.","keywords":[%q],"persons":[],"time":"","topic":"soak","supersedes":null}`, t, t))
 		}
 		return llmtest.Text(`{"facts":[` + strings.Join(facts, ",") + `]}`)
@@ -139,6 +139,11 @@ func run(minutes, warmup int, models string) (string, error) {
 		{"embedding", "model_dir", strconv.Quote(filepath.Join(models, "bge-small-random"))},
 		{"asr", "model", strconv.Quote(filepath.Join(models, "ggml-tiny-random-multi.bin"))},
 		{"security", "dm_policy", `"open"`},
+		// Sessions compress into facts after 20 messages, within the
+		// warm-up (20 users writing every 20 s each), so that the trend
+		// is measured over steady state: memory growing, compressions
+		// coming round again and again.
+		{"memory", "session_max_messages", "20"},
 		{"voice", "enabled", "true"}, {"voice", "token", strconv.Quote(voiceToken)},
 		{"wecom", "enabled", "true"}, {"wecom", "corp_id", strconv.Quote(corpID)}, {"wecom", "corp_secret", `"secret"`},
 		{"wecom", "agent_id", strconv.Itoa(agentID)}, {"wecom", "token", strconv.Quote(wxToken)},
