@@ -63,6 +63,7 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
+trap "exit 130" INT TERM # run the cleanup on a kill too
 mkdir -p "$rootfs"
 tar -C "$rootfs" -xzf "$cache"
 chmod 0755 "$rootfs" # the archive's "." is debootstrap's mktemp dir (0700)
