@@ -173,11 +173,13 @@ cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)
   echo
   echo "## Long-term memory (targets: hybrid retrieval at 100k facts p50 <= 40 ms; cache-hit memory block <= 0.5 ms p99; RSS growth at 100k facts <= 60 MB)"
   echo
-  echo "Hybrid = embed the query (bge-small shape, ONNX Runtime, 2 threads) + sqlite-vec bit-quantised KNN with exact"
-  echo "cosine re-rank of 64 candidates + FTS5 (word index restricted to the user's tag, trigram index for CJK) + reciprocal"
+  echo "Hybrid = embed the query (bge-small shape, ONNX Runtime, 2 threads) + the scope's 1-bit vectors in RAM (popcount"
+  echo "Hamming scan, 8k candidates re-ranked by exact cosine read from SQLite by primary key; issue 21, before: sqlite-vec's"
+  echo "KNN) + FTS5 (word index restricted to the user's tag, trigram index for CJK; word frequencies cached) + reciprocal"
   echo "rank fusion + loading the top 5. Facts: synthetic sentences (Zipf over a 20k-word vocabulary) with random 384-d"
   echo "vectors; users=1 puts all n facts in one user's partition (worst case), users=100 spreads them. knn = the vector"
-  echo "search alone. CachedBlock = the voice path's memory block + system prompt from the cache (repeat: same utterance;"
+  echo "search alone (k=20), keyword = the keyword search alone, index-load = loading the scope's index on its first search"
+  echo "(once per scope and process). Targets (issue 21): hybrid p50 <= 20 ms, p99 <= 35 ms; knn <= 2 ms. CachedBlock = the voice path's memory block + system prompt from the cache (repeat: same utterance;"
   echo "new: a new utterance, which waits up to the 2 ms fast budget for a fresh retrieval). Compression = the compressor's"
   echo "own work per 35-message batch with an instant LLM (5 facts embedded, deduplicated, indexed)."
   echo
