@@ -154,7 +154,10 @@ func (a *Assistant) reloadMCPTool() tools.Tool {
 			"MCP servers to match, without restarting the agent. Returns each server's state and number of tools; " +
 			"new tools (named SERVER__TOOL) can be used from the next step. For the assistant's owners only.",
 		Owner: true,
-		When:  func() bool { return len(a.config().MCPServers) > 0 },
+		// Offered by default only with servers configured or running;
+		// asked for by name (the first server just added to the file)
+		// it runs all the same.
+		When: func() bool { return len(a.config().MCPServers) > 0 || (a.mcp != nil && len(a.mcp.m.Status()) > 0) },
 		Handler: func(ctx context.Context, call tools.Call) (string, error) {
 			if !a.trusted(call) {
 				// It restarts servers everyone's turns use and shows

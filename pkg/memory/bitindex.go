@@ -43,8 +43,12 @@ func (b *bitIndex) find(id int64) (int, bool) {
 	return slices.BinarySearch(b.ids, id)
 }
 
-// put adds or replaces id's vector (q: its bits).
+// put adds or replaces id's vector (q: its bits). A vector of another
+// width (a model change racing a write) is not this index's: ignored.
 func (b *bitIndex) put(id int64, q []uint64) {
+	if len(q) != b.words {
+		return
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	i, ok := b.find(id)
@@ -208,12 +212,23 @@ func (x *bitIndexes) remove(scope string, ids ...int64) {
 // bitScope returns scope's index, loading it the first time.
 // A failed load is not kept: the next search tries again.
 func (s *Store) bitScope(ctx context.Context, scope string, dim int) (*bitIndex, error) {
+	if cur := s.emb.Load(); cur == nil || cur.dim != dim {
+		// The model changed while this search embedded its query with
+		// the old one: its vector belongs to no index now.
+		return nil, fmt.Errorf("memory: the embedding model changed during the search")
+	}
 	x := s.bits
+	words := (dim + 63) / 64
 	x.mu.Lock()
 	b, ok := x.scopes[scope]
 	gen := x.gen
+	if ok && b.words != words {
+		// Built for another model's width (a search that began before
+		// a model change): not this search's, and not kept.
+		ok = false
+	}
 	if !ok {
-		b = &bitIndex{words: (dim + 63) / 64, ready: make(chan struct{})}
+		b = &bitIndex{words: words, ready: make(chan struct{})}
 		x.scopes[scope] = b
 	}
 	x.mu.Unlock()

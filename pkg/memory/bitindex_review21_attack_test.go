@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"testing"
+	"sync"
 	"time"
 )
 
@@ -61,21 +62,94 @@ func TestReview21ModelChangeMidSearchLeavesWrongWidthIndex(t *testing.T) {
 	}
 
 	// The new model writes and searches.
-	for i := range 3 {
-		if _, err := s.Add(ctx, scope, Input{Text: "new fact " + strconv.Itoa(i)}); err != nil {
-			t.Fatal(err)
-		}
-	}
 	err := func() (err error) {
 		defer func() {
 			if r := recover(); r != nil {
 				err = fmt.Errorf("panic: %v", r)
 			}
 		}()
+		for i := range 3 {
+			if _, err := s.Add(ctx, scope, Input{Text: "new fact " + strconv.Itoa(i)}); err != nil {
+				return err
+			}
+		}
 		_, err = s.Search(ctx, scope, "new fact", 5)
 		return err
 	}()
 	if err != nil {
-		t.Errorf("search with the new model: %v", err)
+		t.Errorf("add and search with the new model: %v", err)
+	}
+}
+
+// Concurrent adds, corrections, forgets, searches and first loads of
+// several scopes; afterwards each loaded index equals SQLite, and no
+// search ever returned another scope's fact or one forgotten before the
+// search began.
+func TestReview21ConcurrentWritesAndLoads(t *testing.T) {
+	e := newVecs()
+	e.dim = 384
+	s, _ := newMem(t, e, Config{DedupThreshold: 0.9999})
+	ctx := context.Background()
+	scopes := []string{"wecom:a", "wecom:b", "wecom:c"}
+	errc := make(chan error, 64)
+	var wg sync.WaitGroup
+	for w := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sc := scopes[w%len(scopes)]
+			var mine []int64
+			for i := range 60 {
+				res, err := s.Add(ctx, sc, Input{Text: fmt.Sprintf("w%d fact %d zebra", w, i)})
+				if err != nil {
+					errc <- err
+					return
+				}
+				mine = append(mine, res.ID)
+				switch i % 5 {
+				case 1:
+					if r, err := s.Correct(ctx, sc, res.ID, fmt.Sprintf("w%d fact %d corrected zebra", w, i), "t"); err == nil {
+						mine[len(mine)-1] = r.ID
+					}
+				case 3:
+					id := mine[len(mine)-1]
+					if _, err := s.Forget(ctx, sc, id); err != nil {
+						errc <- err
+						return
+					}
+					hits, err := s.Search(ctx, sc, fmt.Sprintf("w%d fact %d zebra", w, i), 10)
+					if err != nil {
+						errc <- err
+						return
+					}
+					for _, h := range hits {
+						if h.ID == id {
+							errc <- fmt.Errorf("forgotten %d found", id)
+						}
+					}
+				}
+				if i%7 == 0 && w < 3 {
+					s.bits.reset() // as a model change would, mid-traffic
+				}
+				hits, err := s.Search(ctx, sc, "zebra", 20)
+				if err != nil {
+					errc <- err
+					return
+				}
+				for _, h := range hits {
+					if h.Scope != sc {
+						errc <- fmt.Errorf("%s got %s's fact %d", sc, h.Scope, h.ID)
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		t.Error(err)
+	}
+	for _, sc := range scopes {
+		checkAgainstSQLite(t, s, sc, hashVec("q "+sc, 384))
 	}
 }

@@ -96,7 +96,26 @@ func stem(w string) string {
 // toolTerms are a tool's words by weight, computed once per description.
 type toolTerms struct {
 	name, alias, desc map[string]bool
-	cjk               []string // Chinese aliases, matched by containment
+	cjk               []string        // Chinese aliases, matched by containment
+	grams             map[string]bool // character pairs of the description's Chinese
+}
+
+// hanGrams are the pairs of adjacent Chinese characters in text: Chinese
+// has no spaces to split words at, and two characters are most words.
+func hanGrams(text string) []string {
+	var out []string
+	var prev rune
+	for _, r := range text {
+		if unicode.Is(unicode.Han, r) {
+			if prev != 0 {
+				out = append(out, string([]rune{prev, r}))
+			}
+			prev = r
+		} else {
+			prev = 0
+		}
+	}
+	return out
 }
 
 func termsOf(t tools.Tool) toolTerms {
@@ -114,15 +133,23 @@ func termsOf(t tools.Tool) toolTerms {
 	for _, w := range words(t.Description) {
 		tt.desc[w] = true
 	}
+	tt.grams = map[string]bool{}
+	for _, g := range hanGrams(t.Description) {
+		tt.grams[g] = true
+	}
 	return tt
 }
 
 // keywordScore is how well text's terms match a tool: a word of its name
-// counts 3, an alias 2 and a description word 1; each query term counts
-// once, and a Chinese alias found in the text counts 2. The sum is scaled
-// into [0, 1].
+// counts 3, an alias 2 (a Chinese alias found in the text too); each
+// query term counts once. The description counts least and is capped: a
+// word of it 1, at most 2 in all, and its Chinese character pairs found in
+// the text 1 each, at most 3, so that a description stuffed with every
+// word people say (an MCP server's, or a user's runtime tool) cannot push
+// the tools named for the job out of the offer. The sum is scaled into
+// [0, 1].
 func keywordScore(text string, terms []string, tt toolTerms) float64 {
-	score := 0
+	score, desc := 0, 0
 	for _, q := range terms {
 		switch {
 		case tt.name[q]:
@@ -130,7 +157,7 @@ func keywordScore(text string, terms []string, tt toolTerms) float64 {
 		case tt.alias[q]:
 			score += 2
 		case tt.desc[q]:
-			score++
+			desc++
 		}
 	}
 	for _, a := range tt.cjk {
@@ -138,5 +165,16 @@ func keywordScore(text string, terms []string, tt toolTerms) float64 {
 			score += 2
 		}
 	}
+	grams := 0
+	if len(tt.grams) > 0 {
+		seen := map[string]bool{}
+		for _, g := range hanGrams(text) {
+			if tt.grams[g] && !seen[g] {
+				seen[g] = true
+				grams++
+			}
+		}
+	}
+	score += min(desc, 2) + min(grams, 3)
 	return min(1, float64(score)/6)
 }

@@ -128,21 +128,27 @@ func (s *Selector) owner(q tools.Query) bool {
 	return q.Channel == AdminChannel || (s.cfg.IsOwner != nil && s.cfg.IsOwner(q.Channel, q.User))
 }
 
+// may reports whether the caller of q may use t at all (its profile is
+// checked by the registry's List and by Allowed).
 func (s *Selector) may(q tools.Query, t tools.Tool) bool {
-	return (!t.Owner || s.owner(q)) && (t.When == nil || t.When())
+	return !t.Owner || s.owner(q)
 }
 
-// Allowed reports whether the caller of q may run the named tool.
+// Allowed reports whether the caller of q may run the named tool. When
+// does not count here: it keeps a tool out of the default offer, but a
+// tool asked for by name may still know better (reload_mcp after the
+// first server was added to the file).
 func (s *Selector) Allowed(q tools.Query, name string) bool {
 	t, ok := s.cfg.Registry.Get(name)
 	return ok && t.Allowed(q.Profile) && s.may(q, t)
 }
 
-// eligible is every tool the caller of q may use, find_tools excepted.
-func (s *Selector) eligible(q tools.Query) []tools.Tool {
+// eligible is every tool the caller of q may use, find_tools excepted;
+// offering also skips tools whose When says they can do nothing now.
+func (s *Selector) eligible(q tools.Query, offering bool) []tools.Tool {
 	var out []tools.Tool
 	for _, t := range s.cfg.Registry.List(q.Profile) {
-		if t.Name != FindTools && s.may(q, t) {
+		if t.Name != FindTools && s.may(q, t) && (!offering || t.When == nil || t.When()) {
 			out = append(out, t)
 		}
 	}
@@ -152,7 +158,7 @@ func (s *Selector) eligible(q tools.Query) []tools.Tool {
 // Offer returns the tools for a step of q's turn, sorted by name (a
 // stable order keeps the model service's prompt cache warm).
 func (s *Selector) Offer(ctx context.Context, q tools.Query) []tools.Tool {
-	all := s.eligible(q)
+	all := s.eligible(q, true)
 	k := s.cfg.TopK
 	if q.Fast {
 		k = s.cfg.FastK
@@ -325,7 +331,7 @@ func (s *Selector) Tool() tools.Tool {
 
 func (s *Selector) find(ctx context.Context, q tools.Query, query string) string {
 	query = clip.Bytes(strings.TrimSpace(query), maxQueryBytes)
-	all := s.eligible(q)
+	all := s.eligible(q, false)
 	var names []string
 	// Tools named in the query come first.
 	words := strings.FieldsFunc(strings.ToLower(query), func(r rune) bool { return !(unicode.IsLetter(r) || unicode.IsDigit(r) || r == '_' || r == '-') })
@@ -335,7 +341,9 @@ func (s *Selector) find(ctx context.Context, q tools.Query, query string) string
 		}
 	}
 	if query != "" {
-		for _, r := range s.rank(ctx, query, all, true) {
+		// Voice and hardware turns wait for no embedding, here either.
+		semantic := q.Profile != "voice" && q.Profile != "hardware"
+		for _, r := range s.rank(ctx, query, all, semantic) {
 			if len(names) >= DefaultFindLimit {
 				break
 			}

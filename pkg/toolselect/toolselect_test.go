@@ -121,9 +121,13 @@ func TestOwnerOnlyToolsAttack(t *testing.T) {
 	if !slices.Contains(names(sel.Offer(ctx, op)), "diagnose") {
 		t.Error("the operator is not offered diagnose")
 	}
-	// What is not configured is offered to nobody.
-	if sel.Allowed(boss, "reload_mcp") || slices.Contains(names(sel.Offer(ctx, tools.Query{User: "boss", Channel: "wecom", Profile: "wecom", Text: "reload the mcp servers"})), "reload_mcp") {
+	// What can do nothing now is not offered; asked for by name, the
+	// owner may still run it (it may know better: a server just added).
+	if slices.Contains(names(sel.Offer(ctx, tools.Query{User: "boss", Channel: "wecom", Profile: "wecom", Text: "reload the mcp servers"})), "reload_mcp") {
 		t.Error("reload_mcp offered without MCP servers")
+	}
+	if !sel.Allowed(boss, "reload_mcp") || sel.Allowed(bob, "reload_mcp") {
+		t.Error("reload_mcp by name: the owner may run it, nobody else")
 	}
 	// Profiles: a hardware-only tool is not a WeCom user's.
 	if sel.Allowed(boss, "device_only") {

@@ -67,6 +67,13 @@ func main() {
 	models := flag.String("models", "/usr/share/agent/soak-models", "folder (readable by the agent user) with bge-small-random/ and ggml-tiny-random-multi.bin")
 	out := flag.String("out", "/root/soak.md", "where the Markdown report goes")
 	flag.Parse()
+	if *minutes < 3 {
+		fmt.Fprintln(os.Stderr, "soak: -minutes must be at least 3")
+		os.Exit(2)
+	}
+	if *warmup > *minutes/2 { // a short run: the trend needs minutes of its own
+		*warmup = *minutes / 3
+	}
 	report, err := run(*minutes, *warmup, *models)
 	fmt.Print(report)
 	os.WriteFile(*out, []byte(report), 0o644)
@@ -266,10 +273,7 @@ func run(minutes, warmup int, models string) (string, error) {
 			problems = append(problems, fmt.Sprintf("job %d ran %d times in %d minutes", j, n, minutes))
 		}
 	}
-	trend := samples
-	if len(samples) > warmup+2 {
-		trend = samples[warmup:]
-	}
+	trend := samples[min(warmup, len(samples)-2):]
 	rssSlope := slope(trend, func(s sample) float64 { return float64(s.rssKB) / 1024 })
 	fdSlope := slope(trend, func(s sample) float64 { return float64(s.fds) })
 	grSlope := slope(trend, func(s sample) float64 { return float64(s.goroutines) })
