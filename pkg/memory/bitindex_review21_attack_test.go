@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"testing"
 	"sync"
+	"testing"
 	"time"
 )
 
