@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"math"
 	"math/bits"
 	"math/rand/v2"
 	"slices"
@@ -20,7 +21,7 @@ func TestQuantizeMatchesSQLiteVec(t *testing.T) {
 		for i := range v {
 			v[i] = float32(r.NormFloat64())
 		}
-		v[0], v[dim-1] = 0, -0.0 // zero is not positive
+		v[0], v[dim-1] = 0, float32(math.Copysign(0, -1)) // zero, either sign, is not positive
 		var blob []byte
 		if err := db.DB().QueryRow(`SELECT vec_quantize_binary(?)`, encodeVector(v)).Scan(&blob); err != nil {
 			t.Fatal(err)
