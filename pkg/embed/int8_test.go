@@ -56,14 +56,4 @@ func TestInt8ModelAgreesWithFP32(t *testing.T) {
 	}
 }
 
-func BenchmarkEmbedOneInt8(b *testing.B) {
-	e := bgeSmallInt8(b)
-	ctx := context.Background()
-	texts := []string{benchSentence}
-	for b.Loop() {
-		if _, err := e.Embed(ctx, texts); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/sentence")
-}
+func BenchmarkEmbedOneInt8(b *testing.B) { benchOne(b, bgeSmallInt8(b)) }
