@@ -43,6 +43,7 @@ type Summary struct {
 type Store struct {
 	db  *sql.DB
 	now func() time.Time
+	c   *cache // open sessions and their last messages (cache.go)
 }
 
 // New returns a Store on db. now is the clock (time.Now when nil).
@@ -50,7 +51,7 @@ func New(db *sql.DB, now func() time.Time) *Store {
 	if now == nil {
 		now = time.Now
 	}
-	return &Store{db: db, now: now}
+	return &Store{db: db, now: now, c: newCache()}
 }
 
 func (s *Store) nowMS() int64 { return s.now().UnixMilli() }
@@ -85,9 +86,13 @@ func (s *Store) Current(ctx context.Context, key Key) (Session, error) {
 	if _, err := ParseKey(string(key)); err != nil {
 		return Session{}, err
 	}
+	if ss, ok := s.c.current(key); ok {
+		return ss, nil
+	}
 	row := s.db.QueryRowContext(ctx, `SELECT `+sessionCols+` FROM sessions WHERE key = ? AND closed_at IS NULL`, string(key))
 	ss, err := scanSession(row)
 	if err == nil {
+		s.c.setCurrent(ss)
 		return ss, nil
 	}
 	if !errors.Is(err, sql.ErrNoRows) {
@@ -111,6 +116,7 @@ func (s *Store) Current(ctx context.Context, key Key) (Session, error) {
 	if err := tx.Commit(); err != nil {
 		return Session{}, fmt.Errorf("session: create %s: %w", key, err)
 	}
+	s.c.setCurrent(ss)
 	return ss, nil
 }
 
@@ -138,9 +144,13 @@ func (s *Store) Reset(ctx context.Context, key Key) (Session, error) {
 		return Session{}, fmt.Errorf("session: reset %s: %w", key, err)
 	}
 	if err := tx.Commit(); err != nil {
+		s.c.reset(key) // committed or not, read it again
 		return Session{}, fmt.Errorf("session: reset %s: %w", key, err)
 	}
-	return Session{ID: id, Key: key, CreatedAt: fromMS(now), LastActivity: fromMS(now)}, nil
+	ss := Session{ID: id, Key: key, CreatedAt: fromMS(now), LastActivity: fromMS(now)}
+	s.c.reset(key)
+	s.c.setCurrent(ss)
+	return ss, nil
 }
 
 // Get returns the session with id.
@@ -231,6 +241,7 @@ func (s *Store) Append(ctx context.Context, sessionID int64, msgs ...llm.Message
 	}
 	defer stmt.Close()
 	seq := count - int64(len(msgs))
+	first := seq + 1
 	for i, m := range msgs {
 		seq++
 		if _, err := stmt.ExecContext(ctx, sessionID, seq, m.Role, m.Content, rows[i].parts, m.Name,
@@ -239,8 +250,14 @@ func (s *Store) Append(ctx context.Context, sessionID int64, msgs ...llm.Message
 		}
 	}
 	if err := tx.Commit(); err != nil {
+		s.c.drop(sessionID) // committed or not: read it again
 		return fmt.Errorf("session: append to %d: %w", sessionID, err)
 	}
+	parts, calls := make([]string, len(msgs)), make([]string, len(msgs))
+	for i, r := range rows {
+		parts[i], calls[i] = r.parts.String, r.calls.String
+	}
+	s.c.appended(sessionID, first, msgs, parts, calls, now)
 	return nil
 }
 
@@ -297,6 +314,23 @@ func (s *Store) query(ctx context.Context, q string, args ...any) ([]int64, []ll
 func (s *Store) Window(ctx context.Context, sessionID int64, n int) ([]llm.Message, error) {
 	if n <= 0 {
 		return nil, nil
+	}
+	if msgs, ok := s.c.window(sessionID, n); ok {
+		return msgs, nil
+	}
+	if n <= cacheMessages {
+		// Read what the cache keeps and answer from it from now on.
+		seqs, msgs, err := s.query(ctx, `SELECT `+messageCols+` FROM session_messages
+			WHERE session_id = ? ORDER BY seq DESC LIMIT ?`, sessionID, cacheMessages)
+		if err != nil {
+			return nil, fmt.Errorf("session: window of %d: %w", sessionID, err)
+		}
+		reverse(seqs)
+		reverse(msgs)
+		s.c.fill(sessionID, seqs, msgs, len(msgs) < cacheMessages || (len(seqs) > 0 && seqs[0] == 1))
+		if msgs, ok := s.c.window(sessionID, n); ok {
+			return msgs, nil
+		}
 	}
 	seqs, msgs, err := s.query(ctx, `SELECT `+messageCols+` FROM session_messages
 		WHERE session_id = ? ORDER BY seq DESC LIMIT ?`, sessionID, n)
