@@ -12,9 +12,11 @@ import (
 // SQLite reads. It is written through: Append commits to SQLite first and
 // then appends to the cache, in sequence order, or drops the entry when
 // it cannot tell (another append in between). Reset drops the key's
-// entries. Every write of sessions and their messages goes through this
-// Store, so the cache cannot go stale behind its back; a crash loses it,
-// nothing else.
+// entries. A read from SQLite is kept only when no write to what it read
+// came between the read and the store (version counters), so two
+// goroutines writing one session cannot leave it stale. Every write of
+// sessions and their messages goes through this Store; a crash loses the
+// cache, nothing else.
 const (
 	cacheSessions = 128       // sessions kept
 	cacheMessages = 96        // messages kept per session (a window is 40)
@@ -26,6 +28,12 @@ type cache struct {
 	open  map[Key]Session      // Current's answer per key
 	wins  map[int64]*cachedWin // by session id
 	evict int                  // evictions (tests)
+	// A read from SQLite is stored only when nothing changed what it read
+	// meanwhile: resets counts Resets (for Current), vers the writes to
+	// each session (for Window; a session not in it is at 0, and the map
+	// starts over when large, which only costs a fill).
+	resets uint64
+	vers   map[int64]uint64
 }
 
 type cachedWin struct {
@@ -36,7 +44,7 @@ type cachedWin struct {
 }
 
 func newCache() *cache {
-	return &cache{open: map[Key]Session{}, wins: map[int64]*cachedWin{}}
+	return &cache{open: map[Key]Session{}, wins: map[int64]*cachedWin{}, vers: map[int64]uint64{}}
 }
 
 func msgBytes(m llm.Message) int {
@@ -60,12 +68,39 @@ func (c *cache) current(key Key) (Session, bool) {
 	return s, ok
 }
 
+// resetsNow is what setCurrentRead needs to know nothing was reset since.
+func (c *cache) resetsNow() uint64 {
+	if c == nil {
+		return 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.resets
+}
+
+// setCurrentRead stores s as read from SQLite when no Reset ran since
+// resetsNow returned mark (one may have closed s meanwhile).
+func (c *cache) setCurrentRead(s Session, mark uint64) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.resets == mark {
+		c.setCurrentLocked(s)
+	}
+}
+
 func (c *cache) setCurrent(s Session) {
 	if c == nil {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.setCurrentLocked(s)
+}
+
+func (c *cache) setCurrentLocked(s Session) {
 	if len(c.open) >= cacheSessions {
 		clear(c.open)
 		c.evict++
@@ -80,7 +115,26 @@ func (c *cache) drop(id int64) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.bump(id)
 	delete(c.wins, id)
+}
+
+// bump records a write to session id (mu held).
+func (c *cache) bump(id int64) {
+	if len(c.vers) >= 4*cacheSessions {
+		clear(c.vers)
+	}
+	c.vers[id]++
+}
+
+// version is what fill needs to know session id was not written since.
+func (c *cache) version(id int64) uint64 {
+	if c == nil {
+		return 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.vers[id]
 }
 
 // reset forgets key's open session and its messages.
@@ -90,24 +144,41 @@ func (c *cache) reset(key Key) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.resets++
 	if s, ok := c.open[key]; ok {
+		c.bump(s.ID)
 		delete(c.wins, s.ID)
 	}
 	delete(c.open, key)
 }
 
 // fill stores a session's last messages as read from SQLite (seqs
-// ascending); complete when they start with its first message.
-func (c *cache) fill(id int64, seqs []int64, msgs []llm.Message, complete bool) {
-	w := &cachedWin{seqs: seqs, msgs: msgs, complete: complete}
-	for _, m := range msgs {
-		w.bytes += msgBytes(m)
-	}
-	if c == nil || w.bytes > cacheBytes {
+// ascending; complete when they start with its first message) when the
+// session was not written since version returned ver. What does not fit
+// in cacheBytes is left out from the oldest on (a session of long tool
+// results keeps its newest messages).
+func (c *cache) fill(id int64, ver uint64, seqs []int64, msgs []llm.Message, complete bool) {
+	if c == nil {
 		return
 	}
+	w := &cachedWin{complete: complete}
+	from := len(msgs)
+	for from > 0 && w.bytes+msgBytes(msgs[from-1]) <= cacheBytes {
+		from--
+		w.bytes += msgBytes(msgs[from])
+	}
+	if from == len(msgs) && len(msgs) > 0 {
+		return // the newest message alone is too large
+	}
+	if from > 0 {
+		w.complete = false
+	}
+	w.seqs, w.msgs = seqs[from:], msgs[from:]
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.vers[id] != ver {
+		return // written meanwhile: this read may miss it
+	}
 	if len(c.wins) >= cacheSessions {
 		for k := range c.wins { // any one: the map's order is random enough
 			delete(c.wins, k)
@@ -134,6 +205,7 @@ func (c *cache) appended(id int64, first int64, msgs []llm.Message, parts, calls
 			break
 		}
 	}
+	c.bump(id)
 	w := c.wins[id]
 	if w == nil {
 		return
@@ -154,16 +226,23 @@ func (c *cache) appended(id int64, first int64, msgs []llm.Message, parts, calls
 		w.msgs = append(w.msgs, m)
 		w.bytes += msgBytes(m)
 	}
-	if w.bytes > cacheBytes {
-		delete(c.wins, id)
+	drop := max(0, len(w.msgs)-cacheMessages)
+	bytes := w.bytes
+	for _, m := range w.msgs[:drop] {
+		bytes -= msgBytes(m)
+	}
+	for drop < len(w.msgs) && bytes > cacheBytes { // the oldest go first
+		bytes -= msgBytes(w.msgs[drop])
+		drop++
+	}
+	if drop == len(w.msgs) {
+		delete(c.wins, id) // the newest message alone is too large
 		return
 	}
-	if drop := len(w.msgs) - cacheMessages; drop > 0 {
-		for _, m := range w.msgs[:drop] {
-			w.bytes -= msgBytes(m)
-		}
+	if drop > 0 {
 		w.seqs = append([]int64(nil), w.seqs[drop:]...)
 		w.msgs = append([]llm.Message(nil), w.msgs[drop:]...)
+		w.bytes = bytes
 		w.complete = false
 	}
 }

@@ -89,10 +89,11 @@ func (s *Store) Current(ctx context.Context, key Key) (Session, error) {
 	if ss, ok := s.c.current(key); ok {
 		return ss, nil
 	}
+	mark := s.c.resetsNow()
 	row := s.db.QueryRowContext(ctx, `SELECT `+sessionCols+` FROM sessions WHERE key = ? AND closed_at IS NULL`, string(key))
 	ss, err := scanSession(row)
 	if err == nil {
-		s.c.setCurrent(ss)
+		s.c.setCurrentRead(ss, mark)
 		return ss, nil
 	}
 	if !errors.Is(err, sql.ErrNoRows) {
@@ -116,7 +117,7 @@ func (s *Store) Current(ctx context.Context, key Key) (Session, error) {
 	if err := tx.Commit(); err != nil {
 		return Session{}, fmt.Errorf("session: create %s: %w", key, err)
 	}
-	s.c.setCurrent(ss)
+	s.c.setCurrentRead(ss, mark)
 	return ss, nil
 }
 
@@ -320,6 +321,7 @@ func (s *Store) Window(ctx context.Context, sessionID int64, n int) ([]llm.Messa
 	}
 	if n <= cacheMessages {
 		// Read what the cache keeps and answer from it from now on.
+		ver := s.c.version(sessionID)
 		seqs, msgs, err := s.query(ctx, `SELECT `+messageCols+` FROM session_messages
 			WHERE session_id = ? ORDER BY seq DESC LIMIT ?`, sessionID, cacheMessages)
 		if err != nil {
@@ -327,7 +329,7 @@ func (s *Store) Window(ctx context.Context, sessionID int64, n int) ([]llm.Messa
 		}
 		reverse(seqs)
 		reverse(msgs)
-		s.c.fill(sessionID, seqs, msgs, len(msgs) < cacheMessages || (len(seqs) > 0 && seqs[0] == 1))
+		s.c.fill(sessionID, ver, seqs, msgs, len(msgs) < cacheMessages || (len(seqs) > 0 && seqs[0] == 1))
 		if msgs, ok := s.c.window(sessionID, n); ok {
 			return msgs, nil
 		}

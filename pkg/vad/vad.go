@@ -293,7 +293,7 @@ func (d *Detector) step(p float32) {
 	d.pos += w
 	switch {
 	case p >= d.cfg.Threshold:
-		if !d.triggered || d.start < 0 {
+		if d.start < 0 {
 			d.start = d.pos - w
 		}
 		d.triggered = true
@@ -302,8 +302,13 @@ func (d *Detector) step(p float32) {
 		d.end = d.pos
 	case !d.triggered:
 		return
-	case p < d.cfg.NegThreshold || d.silence > 0:
+	case p < d.cfg.NegThreshold:
 		d.silence += w
+	case d.silence > 0:
+		// Soft speech after a dip: silence for ending the utterance (as
+		// Silero's reference counts it), but speech for where it ends.
+		d.silence += w
+		d.end = d.pos
 	default: // between the thresholds, continuing speech
 		d.voiced += w
 		d.end = d.pos
@@ -316,14 +321,16 @@ func (d *Detector) step(p float32) {
 	case d.heard && d.silenceEnd >= 0 && d.silence >= d.silenceEnd:
 		d.ended = true
 	case !d.heard && d.silence >= d.gap:
+		// The burst is forgotten for ending the utterance, not for where
+		// its speech starts: start stays at the first speech window, so
+		// that a short word before a pause is not cut off.
 		d.triggered, d.voiced, d.silence = false, 0, 0
-		d.start = -1 // a forgotten burst is not where speech begins
 	}
 }
 
 // Speech is where this utterance's speech is, in samples at SampleRate
-// since Reset: from the first window of the speech that made it heard to
-// the end of its last speech window (start -1 while none is heard), and
+// since Reset: from its first speech window (a short burst before a
+// pause included) to the end of its last window above NegThreshold (start -1 while none is heard), and
 // how many samples were fed, so that a caller can check the audio it
 // kept is the audio analysed before cutting silence off it.
 func (d *Detector) Speech() (start, end, fed int64) {
