@@ -258,6 +258,15 @@ func (e *Embedder) inspect(modelPath string) error {
 // Dim is the embedding size.
 func (e *Embedder) Dim() int { return e.dim }
 
+// Threads is how many CPU threads one embedding keeps busy: ONNX
+// Runtime's intra-op threads, or 1 on a GPU (the calling thread waits).
+func (e *Embedder) Threads() int {
+	if e.provider != "" && e.provider != "cpu" {
+		return 1
+	}
+	return e.cfg.Threads
+}
+
 // Tokenizer is the embedder's tokenizer (for counting tokens, chunking).
 func (e *Embedder) Tokenizer() *Tokenizer { return e.tok }
 

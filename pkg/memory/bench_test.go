@@ -66,7 +66,7 @@ func benchSentence(r *rand.Rand) string {
 func randomUnit384(r *rand.Rand) []float32 { return hashVec(strconv.FormatUint(r.Uint64(), 16), 384) }
 
 // populate bulk-loads n facts spread over users scopes, bypassing dedup.
-func populate(b *testing.B, s *Store, n, users int) {
+func populate(b testing.TB, s *Store, n, users int) {
 	b.Helper()
 	r := rand.New(rand.NewPCG(uint64(n), uint64(users)))
 	tx, err := s.db.Begin()

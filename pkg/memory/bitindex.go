@@ -105,32 +105,34 @@ func (b *bitIndex) len() int {
 func (b *bitIndex) nearest(q []uint64, k int) []int64 {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
-	if k <= 0 {
+	if k <= 0 || len(q) != b.words {
 		return nil
 	}
-	h := make(hamHeap, 0, k+1)
+	h := hamHeap{k: k}
 	w := b.words
-	for i := len(b.ids) - 1; i >= 0; i-- { // newest first: equal distances keep the newer
-		if b.dead[i] {
-			continue
+	if w == 6 { // 384 dimensions (bge-small): unrolled, no bounds checks
+		q0, q1, q2, q3, q4, q5 := q[0], q[1], q[2], q[3], q[4], q[5]
+		for i := len(b.ids) - 1; i >= 0; i-- { // newest first: equal distances keep the newer
+			r := b.bits[i*6 : i*6+6 : i*6+6]
+			d := bits.OnesCount64(r[0]^q0) + bits.OnesCount64(r[1]^q1) + bits.OnesCount64(r[2]^q2) +
+				bits.OnesCount64(r[3]^q3) + bits.OnesCount64(r[4]^q4) + bits.OnesCount64(r[5]^q5)
+			if (len(h.items) < k || d < h.items[0].d) && !b.dead[i] {
+				h.offer(d, b.ids[i])
+			}
 		}
-		row := b.bits[i*w : (i+1)*w]
-		d := 0
-		for j, x := range row {
-			d += bits.OnesCount64(x ^ q[j])
-		}
-		if len(h) < k {
-			heap.Push(&h, hamItem{d, b.ids[i]})
-		} else if d < h[0].d {
-			h[0] = hamItem{d, b.ids[i]}
-			heap.Fix(&h, 0)
+	} else {
+		for i := len(b.ids) - 1; i >= 0; i-- {
+			row := b.bits[i*w : (i+1)*w]
+			d := 0
+			for j, x := range row {
+				d += bits.OnesCount64(x ^ q[j])
+			}
+			if (len(h.items) < k || d < h.items[0].d) && !b.dead[i] {
+				h.offer(d, b.ids[i])
+			}
 		}
 	}
-	out := make([]int64, len(h))
-	for i := len(h) - 1; i >= 0; i-- {
-		out[i] = heap.Pop(&h).(hamItem).id
-	}
-	return out
+	return h.sorted()
 }
 
 type hamItem struct {
@@ -138,18 +140,46 @@ type hamItem struct {
 	id int64
 }
 
-// hamHeap is a max-heap on distance: its top is the worst kept.
-type hamHeap []hamItem
+// hamHeap keeps the k nearest seen: a max-heap on distance, its top the
+// worst kept.
+type hamHeap struct {
+	k     int
+	items []hamItem
+}
 
-func (h hamHeap) Len() int           { return len(h) }
-func (h hamHeap) Less(i, j int) bool { return h[i].d > h[j].d }
-func (h hamHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *hamHeap) Push(x any)        { *h = append(*h, x.(hamItem)) }
+// offer keeps (d, id) if it is among the k nearest so far. A later item
+// at an equal distance does not displace an earlier one.
+func (h *hamHeap) offer(d int, id int64) {
+	if len(h.items) < h.k {
+		h.items = append(h.items, hamItem{d, id})
+		heap.Push(h, nil)
+		return
+	}
+	if d >= h.items[0].d {
+		return
+	}
+	h.items[0] = hamItem{d, id}
+	heap.Fix(h, 0)
+}
+
+// sorted empties the heap: the ids nearest first.
+func (h *hamHeap) sorted() []int64 {
+	out := make([]int64, len(h.items))
+	for i := len(out) - 1; i >= 0; i-- {
+		out[i] = h.items[0].id
+		heap.Pop(h)
+	}
+	return out
+}
+
+// heap.Interface; Push is called after the item is appended (offer).
+func (h *hamHeap) Len() int           { return len(h.items) }
+func (h *hamHeap) Less(i, j int) bool { return h.items[i].d > h.items[j].d }
+func (h *hamHeap) Swap(i, j int)      { h.items[i], h.items[j] = h.items[j], h.items[i] }
+func (h *hamHeap) Push(any)           {}
 func (h *hamHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
+	h.items = h.items[:len(h.items)-1]
+	return nil
 }
 
 // quantize packs the signs of v as sqlite-vec's vec_quantize_binary does:

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"unicode"
 
 	"agent/pkg/clip"
@@ -170,24 +172,36 @@ func (s *Store) search(ctx context.Context, scope, query string, k int) ([]Hit, 
 		return nil, nil
 	}
 	depth := max(4*k, 20) // how deep each list goes into the fusion
-	// Keyword search runs beside the embedding and vector search (it needs
-	// neither): SQLite works on one core while ONNX Runtime uses others.
+	// Keyword search needs neither the embedding nor the vector search.
+	// It runs beside the embedding when a core is free for it; otherwise
+	// after the embedding, beside the vector search (a single thread, as
+	// the keyword search is). On a two-core box ONNX Runtime's threads take
+	// both cores, and a query run beside them delays the embedding by
+	// about as long as it takes, and the embedding's tail by more.
 	type kwResult struct {
 		lists [][]int64
 		err   error
 	}
 	kwDone := make(chan kwResult, 1)
-	go func() {
-		lists, err := s.keywordSearch(ctx, scope, query, depth)
-		kwDone <- kwResult{lists, err}
-	}()
+	startKeywords := sync.OnceFunc(func() {
+		go func() {
+			lists, err := s.keywordSearch(ctx, scope, query, depth)
+			kwDone <- kwResult{lists, err}
+		}()
+	})
+	st := s.emb.Load()
+	if st == nil || runtime.GOMAXPROCS(0) > embedThreads(st.e) {
+		startKeywords()
+	}
 	var (
 		vecList []scored
 		vecErr  error
 	)
-	if st := s.emb.Load(); st != nil {
+	if st != nil {
 		var vec []float32
-		if vec, vecErr = s.embedOne(ctx, st, query); vecErr == nil {
+		vec, vecErr = s.embedOne(ctx, st, query)
+		startKeywords()
+		if vecErr == nil {
 			vecList, vecErr = s.nearest(ctx, scope, vec, st, depth)
 		}
 		if vecErr != nil {
@@ -208,6 +222,15 @@ func (s *Store) search(ctx context.Context, scope, query string, k int) ([]Hit, 
 		s.logger.Warn("keyword search failed; vector search only", "err", err)
 	}
 	return s.fuse(ctx, scope, vecList, kwLists, k)
+}
+
+// embedThreads is how many cores an embedding keeps busy (embed.Embedder
+// says; 1 for an embedder that does not).
+func embedThreads(e Embedder) int {
+	if t, ok := e.(interface{ Threads() int }); ok {
+		return max(t.Threads(), 1)
+	}
+	return 1
 }
 
 func (s *Store) fuse(ctx context.Context, scope string, vecList []scored, kwLists [][]int64, k int) ([]Hit, error) {
@@ -283,8 +306,7 @@ func scopeTag(scope string) string {
 func (s *Store) keywordSearch(ctx context.Context, scope, query string, n int) ([][]int64, error) {
 	words, grams, short := ftsTerms(query)
 	var lists [][]int64
-	run := func(q string, args ...any) error {
-		ids, err := s.ids(ctx, q, args...)
+	run := func(ids []int64, err error) error {
 		if err != nil {
 			return fmt.Errorf("memory: keyword search: %w", err)
 		}
@@ -293,27 +315,35 @@ func (s *Store) keywordSearch(ctx context.Context, scope, query string, n int) (
 		}
 		return nil
 	}
-	if len(words) > 1 {
-		var err error
-		if words, err = s.dropCommon(ctx, words); err != nil {
+	if len(words) == 0 && len(grams) == 0 && len(short) == 0 {
+		return nil, nil
+	}
+	inScope, total, err := s.scopeSize(ctx, scope)
+	if err != nil {
+		return nil, err
+	}
+	// Most matches are the scope's when the scope holds most of the memory.
+	mostly := 2*inScope >= total
+	if len(words) > 0 {
+		kept, postings, err := s.pickWords(ctx, words, total)
+		if err != nil {
 			return nil, err
 		}
-	}
-	if len(words) > 0 {
-		match := "(" + ftsQuery(words) + ")"
-		if scope != "" {
+		match := "(" + ftsQuery(kept) + ")"
+		// The scope's tag narrows the match to the scope: worth it when
+		// its list is the shorter one to intersect. When one scope holds
+		// most of the memory it costs a walk of a long list and saves
+		// nothing.
+		tag := scope != "" && inScope < postings
+		if tag {
 			match = "tag:" + scopeTag(scope) + " AND " + match
 		}
-		if err := run(`SELECT f.id FROM memory_words JOIN memory_facts f ON f.id = memory_words.rowid
-			WHERE memory_words MATCH ? AND (f.scope = ? OR ? = '') AND f.superseded_by IS NULL
-			ORDER BY memory_words.rank, f.id DESC LIMIT ?`, match, scope, scope, n); err != nil {
+		if err := run(s.rankedIDs(ctx, "memory_words", match, scope, n, tag || mostly)); err != nil {
 			return nil, err
 		}
 	}
 	if len(grams) > 0 {
-		if err := run(`SELECT f.id FROM memory_fts JOIN memory_facts f ON f.id = memory_fts.rowid
-			WHERE memory_fts MATCH ? AND (f.scope = ? OR ? = '') AND f.superseded_by IS NULL
-			ORDER BY memory_fts.rank, f.id DESC LIMIT ?`, ftsQuery(grams), scope, scope, n); err != nil {
+		if err := run(s.rankedIDs(ctx, "memory_fts", ftsQuery(grams), scope, n, mostly)); err != nil {
 			return nil, err
 		}
 	}
@@ -330,54 +360,117 @@ func (s *Store) keywordSearch(ctx context.Context, scope, query string, n int) (
 			args = append(args, t)
 		}
 		args = append(args, n)
-		if err := run(`SELECT id FROM memory_facts WHERE `+where+` AND (`+
-			strings.Join(cond, " OR ")+`) ORDER BY updated_at DESC, id DESC LIMIT ?`, args...); err != nil {
+		if err := run(s.ids(ctx, `SELECT id FROM memory_facts WHERE `+where+` AND (`+
+			strings.Join(cond, " OR ")+`) ORDER BY updated_at DESC, id DESC LIMIT ?`, args...)); err != nil {
 			return nil, err
 		}
 	}
 	return lists, nil
 }
 
+// rankedIDs returns the n best current facts of scope ("" = all) for
+// match on the FTS5 table (memory_words or memory_fts), by bm25. Ranking
+// in the index is fast; what is slow at scale is reading each match's row
+// of memory_facts (a random page of a large table) to check its scope and
+// that it is current. So when most matches can be expected to pass
+// (narrow), the best 4n are ranked in the index alone and only those are
+// checked; should fewer than n of them pass, every match is ranked with
+// the check. Either way the result is the same.
+func (s *Store) rankedIDs(ctx context.Context, table, match, scope string, n int, narrow bool) ([]int64, error) {
+	full := func() ([]int64, error) {
+		return s.ids(ctx, `SELECT f.id FROM `+table+` JOIN memory_facts f ON f.id = `+table+`.rowid
+			WHERE `+table+` MATCH ? AND (f.scope = ? OR ? = '') AND f.superseded_by IS NULL
+			ORDER BY `+table+`.rank, f.id DESC LIMIT ?`, match, scope, scope, n)
+	}
+	if !narrow {
+		return full()
+	}
+	m := 4 * n
+	cand, err := s.ids(ctx, `SELECT rowid FROM `+table+` WHERE `+table+` MATCH ? ORDER BY rank, rowid DESC LIMIT ?`, match, m)
+	if err != nil || len(cand) == 0 {
+		return nil, err
+	}
+	args := make([]any, 0, len(cand)+2)
+	args = append(args, scope, scope)
+	for _, id := range cand {
+		args = append(args, id)
+	}
+	ok, err := s.ids(ctx, `SELECT id FROM memory_facts WHERE (scope = ? OR ? = '') AND superseded_by IS NULL
+		AND id IN (?`+strings.Repeat(",?", len(cand)-1)+`)`, args...)
+	if err != nil {
+		return nil, err
+	}
+	pass := make(map[int64]bool, len(ok))
+	for _, id := range ok {
+		pass[id] = true
+	}
+	var out []int64
+	for _, id := range cand {
+		if pass[id] && len(out) < n {
+			out = append(out, id)
+		}
+	}
+	if len(out) < n && len(cand) == m {
+		return full()
+	}
+	return out, nil
+}
+
+// scopeSize is about how many facts scope holds (counted in the keyword
+// index with the scope's tag, cached like any word's count) and the size
+// of the whole memory; for scope "" both are the whole memory's.
+func (s *Store) scopeSize(ctx context.Context, scope string) (inScope, total int64, err error) {
+	if err := s.db.QueryRowContext(ctx, `SELECT coalesce(max(id), 0) FROM memory_facts`).Scan(&total); err != nil {
+		return 0, 0, fmt.Errorf("memory: keyword search: %w", err)
+	}
+	if scope == "" {
+		return total, total, nil
+	}
+	inScope, err = s.docFreq(ctx, scopeTag(scope), total)
+	return inScope, total, err
+}
+
+// FTS5 ranks (bm25) every fact that holds any word of the query, so the
+// cost of a keyword search is the length of the words' posting lists.
 // Words in more than commonShare of all facts (and more than commonMin)
-// are dropped from a keyword query: their bm25 weight is close to nothing,
-// and ranking every fact they match is what makes a large memory slow.
+// are dropped: their bm25 weight is close to nothing. Of the rest, the
+// rarest are kept while their postings add up to at most postingBudget:
+// a rare word weighs most in bm25, and the budget bounds the search at
+// any size of memory (all of a small memory's words fit).
 const (
-	commonShare = 0.02
-	commonMin   = 1000
+	commonShare   = 0.02
+	commonMin     = 1000
+	postingBudget = 4000
 )
 
-// dropCommon removes the words of a query that too many facts contain,
-// keeping at least the two rarest.
-func (s *Store) dropCommon(ctx context.Context, words []string) ([]string, error) {
-	var total int64
-	if err := s.db.QueryRowContext(ctx, `SELECT coalesce(max(id), 0) FROM memory_facts`).Scan(&total); err != nil {
-		return nil, fmt.Errorf("memory: keyword search: %w", err)
+// pickWords chooses the words of a keyword query (see postingBudget) in
+// a memory of total facts, keeping at least the rarest, and returns how
+// many postings they have.
+func (s *Store) pickWords(ctx context.Context, words []string, total int64) ([]string, int64, error) {
+	if total <= commonMin {
+		return words, total, nil // small: every word
 	}
 	limit := max(int64(commonShare*float64(total)), commonMin)
-	if total <= limit {
-		return words, nil
-	}
-	df := map[string]int64{}
+	df := make(map[string]int64, len(words))
 	for _, w := range words {
 		n, err := s.docFreq(ctx, w, total)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		df[w] = n
 	}
+	sorted := slices.Clone(words)
+	slices.SortStableFunc(sorted, func(a, b string) int { return cmp.Compare(df[a], df[b]) })
 	var kept []string
-	for _, w := range words {
-		if df[w] <= limit {
-			kept = append(kept, w)
+	var postings int64
+	for _, w := range sorted {
+		if len(kept) > 0 && (df[w] > limit || postings+df[w] > postingBudget) {
+			break
 		}
+		kept = append(kept, w)
+		postings += df[w]
 	}
-	if len(kept) < 2 {
-		// All common: search the two rarest rather than nothing.
-		sorted := slices.Clone(words)
-		slices.SortStableFunc(sorted, func(a, b string) int { return cmp.Compare(df[a], df[b]) })
-		kept = sorted[:min(2, len(sorted))]
-	}
-	return kept, nil
+	return kept, postings, nil
 }
 
 // docFreq is how many facts contain word. Counting walks the word's whole
