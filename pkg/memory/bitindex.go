@@ -212,6 +212,14 @@ func (x *bitIndexes) reset() {
 	x.gen++
 }
 
+// drop forgets scope's index (its facts were purged; a later search loads
+// it again).
+func (x *bitIndexes) drop(scope string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	delete(x.scopes, scope)
+}
+
 // loaded returns scope's index if it exists (loading or loaded).
 func (x *bitIndexes) loaded(scope string) *bitIndex {
 	x.mu.Lock()

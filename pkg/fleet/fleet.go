@@ -1,0 +1,639 @@
+// Package fleet joins the boxes of one office over NATS JetStream, so that
+// one WeCom app (one callback URL) serves users whose memory lives on
+// different boxes.
+//
+// The box that receives a WeCom message (the ingress) persists it to the
+// stream AGENT_INBOX, on the subject of its conversation
+// (agent.inbox.<channel>.<conversation>), with the message's own key as
+// JetStream's Nats-Msg-Id (a WeCom retry within the stream's duplicate
+// window is dropped by the server), and only then acknowledges WeCom.
+//
+// Each conversation (a user, or a group chat) is homed on one box in the KV
+// bucket agent_homes. Every box reads the whole stream in order with its
+// own durable consumer, one message at a time (MaxAckPending 1), and takes
+// the messages of the conversations homed on it into its local inbox;
+// it acknowledges a message only after the local commit (the local inbox
+// drops a redelivered one by the same key): exactly once into the inbox,
+// in order. A box that was down finds its messages waiting.
+//
+// Ownership is by stream sequence: a home entry says which box answers
+// from which sequence on (Since) and which box answered before (From), so
+// moving a conversation is a point in its subject's sequence and no
+// message can slip between the two boxes. While a move is in progress
+// (Moving) both boxes hold the conversation's newer messages; the old box
+// finishes the older ones, snapshots the memory and sessions into the
+// object store agent_moves, the new box restores them, and the entry's
+// Moving flag clears (the commit point; on failure the old entry is put
+// back).
+//
+// Boxes heartbeat into the KV bucket agent_boxes. Boxes talk to each other
+// by NATS request/reply on agent.ctl.<box>.<op>. Whoever holds credentials
+// of the fleet's NATS account is inside the fleet: the account must be the
+// fleet's alone.
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"agent/pkg/clock"
+)
+
+// Names in the fleet's NATS account.
+const (
+	StreamName   = "AGENT_INBOX"
+	SubjectRoot  = "agent.inbox"
+	HomesBucket  = "agent_homes"
+	BoxesBucket  = "agent_boxes"
+	MovesBucket  = "agent_moves"
+	ctlRoot      = "agent.ctl"
+	headerIngres = "Agent-Ingress"
+)
+
+// Defaults of Config.
+const (
+	DefaultMaxAge    = 7 * 24 * time.Hour
+	DefaultDedup     = 30 * time.Minute
+	DefaultHeartbeat = 10 * time.Second
+	DefaultAckWait   = 30 * time.Second
+)
+
+// ErrUnavailable means the fleet's NATS is not reachable (or not set up
+// yet): the ingress refuses rather than acknowledge what it cannot persist.
+var ErrUnavailable = errors.New("fleet: NATS JetStream is not reachable")
+
+// ErrBadName is returned for a box or conversation name the fleet cannot
+// carry.
+var ErrBadName = errors.New("fleet: invalid name")
+
+// Config configures a box's fleet link.
+type Config struct {
+	URL         string // NATS server URLs, comma-separated
+	Box         string // this box's name
+	Ingress     bool   // this box takes WeCom's callbacks for the fleet
+	DefaultHome string // box of conversations seen first ("": the ingress box)
+	Replicas    int    // stream and bucket replicas (1; 3 on a 3-node cluster)
+	Version     string // heartbeat: this binary's version
+	Options     []nats.Option
+	MaxAge      time.Duration // how long the stream keeps a message (DefaultMaxAge)
+	Dedup       time.Duration // JetStream's duplicate window (DefaultDedup)
+	Heartbeat   time.Duration // DefaultHeartbeat
+	AckWait     time.Duration // DefaultAckWait
+	Logger      *slog.Logger
+	Clock       clock.Clock
+}
+
+// Handler takes a message of its channel into the box's local inbox. It
+// must be idempotent (the payload carries its own key): a message is
+// redelivered when the box stopped before acknowledging it.
+type Handler func(ctx context.Context, payload []byte) error
+
+// Local is what a box offers the fleet: its part of a move and its
+// heartbeat.
+type Local interface {
+	// Drained reports whether the conversation has nothing pending in
+	// the local inbox (no turn waiting or running).
+	Drained(ctx context.Context, channel, conv string) (bool, error)
+	// Export snapshots the conversation's memory and sessions.
+	Export(ctx context.Context, channel, conv string) ([]byte, error)
+	// Import restores a snapshot.
+	Import(ctx context.Context, channel, conv string, snap []byte) error
+	// Purge deletes the conversation's memory and sessions.
+	Purge(ctx context.Context, channel, conv string) error
+	// Beat is the box's state for its heartbeat.
+	Beat(ctx context.Context) Beat
+}
+
+// Home is a conversation's entry in agent_homes.
+type Home struct {
+	Box    string    `json:"box"`
+	Since  uint64    `json:"since,omitempty"` // stream sequence from which Box answers
+	From   string    `json:"from,omitempty"`  // the box that answers before Since
+	Moving bool      `json:"moving,omitempty"`
+	At     time.Time `json:"at"`
+}
+
+// Owner is the box that answers the message at stream sequence seq.
+func (h Home) Owner(seq uint64) string {
+	if seq < h.Since && h.From != "" {
+		return h.From
+	}
+	return h.Box
+}
+
+// Beat is a box's heartbeat in agent_boxes.
+type Beat struct {
+	Box        string    `json:"box"`
+	Version    string    `json:"version"`
+	Healthy    bool      `json:"healthy"`
+	Ingress    bool      `json:"ingress"`
+	RSSBytes   int64     `json:"rss_bytes"`
+	QueueDepth int       `json:"queue_depth"` // local inbox messages waiting
+	Lag        uint64    `json:"lag"`         // stream messages this box has not read
+	At         time.Time `json:"at"`
+}
+
+// Fleet is a box's link to the fleet.
+type Fleet struct {
+	cfg    Config
+	log    *slog.Logger
+	clk    clock.Clock
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	ready  atomic.Bool
+	setup  sync.Mutex // serialises ensure
+	homes  jetstream.KeyValue
+	boxes  jetstream.KeyValue
+	moves  jetstream.ObjectStore
+	stream jetstream.Stream
+
+	mu       sync.Mutex
+	handlers map[string]Handler
+	local    Local
+	known    map[string]bool // home keys known to exist
+	cons     jetstream.Consumer
+
+	lastSeq atomic.Uint64 // the last stream sequence this box settled
+	lag     atomic.Uint64
+}
+
+// New connects to NATS (in the background while it is down: the box
+// starts anyway, and the ingress refuses until it is up).
+func New(cfg Config) (*Fleet, error) {
+	if !ValidBox(cfg.Box) {
+		return nil, fmt.Errorf("%w: box %q (letters, digits, _ and -, at most 32)", ErrBadName, cfg.Box)
+	}
+	if cfg.DefaultHome != "" && !ValidBox(cfg.DefaultHome) {
+		return nil, fmt.Errorf("%w: default home %q", ErrBadName, cfg.DefaultHome)
+	}
+	if cfg.Replicas <= 0 {
+		cfg.Replicas = 1
+	}
+	if cfg.MaxAge <= 0 {
+		cfg.MaxAge = DefaultMaxAge
+	}
+	if cfg.Dedup <= 0 {
+		cfg.Dedup = DefaultDedup
+	}
+	cfg.Dedup = min(cfg.Dedup, cfg.MaxAge)
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = DefaultHeartbeat
+	}
+	if cfg.AckWait <= 0 {
+		cfg.AckWait = DefaultAckWait
+	}
+	f := &Fleet{cfg: cfg, log: cfg.Logger, clk: clock.Or(cfg.Clock), handlers: map[string]Handler{}, known: map[string]bool{}}
+	if f.log == nil {
+		f.log = slog.New(slog.DiscardHandler)
+	}
+	opts := append([]nats.Option{
+		nats.Name("agent " + cfg.Box),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(time.Second),
+		nats.RetryOnFailedConnect(true),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				f.log.Warn("fleet: NATS disconnected", "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(c *nats.Conn) { f.log.Info("fleet: NATS reconnected", "server", c.ConnectedUrlRedacted()) }),
+	}, cfg.Options...)
+	nc, err := nats.Connect(cfg.URL, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("fleet: connect %s: %w", redactURL(cfg.URL), err)
+	}
+	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(5*time.Second))
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("fleet: %w", err)
+	}
+	f.nc, f.js = nc, js
+	return f, nil
+}
+
+// Box is this box's name.
+func (f *Fleet) Box() string { return f.cfg.Box }
+
+// Ingress reports whether this box takes WeCom's callbacks for the fleet.
+func (f *Fleet) Ingress() bool { return f.cfg.Ingress }
+
+// Connected reports whether NATS is connected and the fleet's stream and
+// buckets are set up.
+func (f *Fleet) Connected() bool { return f.ready.Load() && f.nc.IsConnected() }
+
+// Lag is how many stream messages this box has not read yet (as of the
+// last heartbeat).
+func (f *Fleet) Lag() uint64 { return f.lag.Load() }
+
+// Close disconnects.
+func (f *Fleet) Close() { f.nc.Close() }
+
+// Handle registers the delivery of a channel's messages into this box's
+// inbox, before Run: a message of a channel without a handler is dropped
+// (logged).
+func (f *Fleet) Handle(channel string, h Handler) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.handlers[channel] = h
+}
+
+func (f *Fleet) handler(channel string) Handler {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.handlers[channel]
+}
+
+// ensure creates (or updates) the stream and the buckets.
+func (f *Fleet) ensure(ctx context.Context) error {
+	f.setup.Lock()
+	defer f.setup.Unlock()
+	if f.ready.Load() {
+		return nil
+	}
+	// Looked up first and created only when missing, never updated: on
+	// a cluster, an update racing another box's creation of the same
+	// stream stalls for many seconds (and the settings are the fleet's,
+	// the same on every box).
+	st, err := lookupOrCreate(ctx, func(ctx context.Context) (jetstream.Stream, error) { return f.js.Stream(ctx, StreamName) },
+		func(ctx context.Context) (jetstream.Stream, error) {
+			return f.js.CreateStream(ctx, jetstream.StreamConfig{
+				Name:        StreamName,
+				Description: "agent fleet: WeCom messages by conversation",
+				Subjects:    []string{SubjectRoot + ".>"},
+				Retention:   jetstream.LimitsPolicy,
+				Storage:     jetstream.FileStorage,
+				Replicas:    f.cfg.Replicas,
+				MaxAge:      f.cfg.MaxAge,
+				Duplicates:  f.cfg.Dedup,
+			})
+		})
+	if err != nil {
+		return fmt.Errorf("fleet: stream %s: %w", StreamName, err)
+	}
+	kv := func(bucket, desc string, history uint8) (jetstream.KeyValue, error) {
+		return lookupOrCreate(ctx, func(ctx context.Context) (jetstream.KeyValue, error) { return f.js.KeyValue(ctx, bucket) },
+			func(ctx context.Context) (jetstream.KeyValue, error) {
+				return f.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket, Description: desc,
+					History: history, Storage: jetstream.FileStorage, Replicas: f.cfg.Replicas})
+			})
+	}
+	homes, err := kv(HomesBucket, "agent fleet: conversation -> box", 5)
+	if err != nil {
+		return fmt.Errorf("fleet: bucket %s: %w", HomesBucket, err)
+	}
+	boxes, err := kv(BoxesBucket, "agent fleet: heartbeats", 1)
+	if err != nil {
+		return fmt.Errorf("fleet: bucket %s: %w", BoxesBucket, err)
+	}
+	moves, err := lookupOrCreate(ctx, func(ctx context.Context) (jetstream.ObjectStore, error) { return f.js.ObjectStore(ctx, MovesBucket) },
+		func(ctx context.Context) (jetstream.ObjectStore, error) {
+			return f.js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: MovesBucket, Description: "agent fleet: snapshots of moving conversations",
+				Storage: jetstream.FileStorage, Replicas: f.cfg.Replicas, TTL: 24 * time.Hour})
+		})
+	if err != nil {
+		return fmt.Errorf("fleet: object store %s: %w", MovesBucket, err)
+	}
+	f.stream, f.homes, f.boxes, f.moves = st, homes, boxes, moves
+	f.ready.Store(true)
+	return nil
+}
+
+// lookupOrCreate returns what lookup finds, or what create makes; when
+// another box created it meanwhile, what lookup then finds.
+func lookupOrCreate[T any](ctx context.Context, lookup, create func(context.Context) (T, error)) (T, error) {
+	v, err := lookup(ctx)
+	if err == nil {
+		return v, nil
+	}
+	if !errors.Is(err, jetstream.ErrStreamNotFound) && !errors.Is(err, jetstream.ErrBucketNotFound) {
+		return v, err
+	}
+	if v, err = create(ctx); err == nil {
+		return v, nil
+	}
+	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) || errors.Is(err, jetstream.ErrBucketExists) {
+		return lookup(ctx)
+	}
+	return v, err
+}
+
+// Publish persists a message of channel from conversation conv (the
+// ingress's part) under key, its identity within the channel. It reports
+// whether the message was new (not a duplicate within the window). It
+// returns ErrUnavailable (wrapped) when it cannot persist.
+func (f *Fleet) Publish(ctx context.Context, channel, conv, key string, payload []byte) (bool, error) {
+	if !f.ready.Load() {
+		if err := f.ensure(ctx); err != nil {
+			return false, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		}
+	}
+	subj, err := Subject(channel, conv)
+	if err != nil {
+		return false, err
+	}
+	hk := HomeKey(channel, conv)
+	if err := f.ensureHome(ctx, hk); err != nil {
+		return false, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	msg := nats.NewMsg(subj)
+	msg.Data = payload
+	msg.Header.Set(headerIngres, f.cfg.Box)
+	ack, err := f.js.PublishMsg(ctx, msg, jetstream.WithMsgID(channel+":"+key), jetstream.WithExpectStream(StreamName))
+	if err != nil {
+		return false, fmt.Errorf("%w: publish: %v", ErrUnavailable, err)
+	}
+	return !ack.Duplicate, nil
+}
+
+// ensureHome gives a conversation seen for the first time its home.
+func (f *Fleet) ensureHome(ctx context.Context, hk string) error {
+	f.mu.Lock()
+	known := f.known[hk]
+	f.mu.Unlock()
+	if known {
+		return nil
+	}
+	box := f.cfg.DefaultHome
+	if box == "" {
+		box = f.cfg.Box
+	}
+	b, _ := json.Marshal(Home{Box: box, At: f.clk.Now().UTC()})
+	if _, err := f.homes.Create(ctx, hk, b); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+		return fmt.Errorf("home of %s: %w", hk, err)
+	}
+	f.mu.Lock()
+	if len(f.known) > 100_000 {
+		clear(f.known)
+	}
+	f.known[hk] = true
+	f.mu.Unlock()
+	return nil
+}
+
+// home reads a conversation's entry; ok is false when it has none.
+func (f *Fleet) home(ctx context.Context, hk string) (Home, uint64, bool, error) {
+	e, err := f.homes.Get(ctx, hk)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return Home{}, 0, false, nil
+	}
+	if err != nil {
+		return Home{}, 0, false, err
+	}
+	var h Home
+	if err := json.Unmarshal(e.Value(), &h); err != nil || !ValidBox(h.Box) {
+		return Home{}, 0, false, fmt.Errorf("fleet: home of %s is not valid: %q", hk, e.Value())
+	}
+	return h, e.Revision(), true, nil
+}
+
+// Run sets the fleet up (retrying while NATS is down), answers the other
+// boxes' requests, heartbeats and consumes this box's messages until ctx
+// ends.
+func (f *Fleet) Run(ctx context.Context, local Local) error {
+	f.mu.Lock()
+	f.local = local
+	f.mu.Unlock()
+	for wait := time.Second; ; wait = min(2*wait, 30*time.Second) {
+		err := f.ensure(ctx)
+		if err == nil {
+			break
+		}
+		f.log.Warn("fleet: NATS JetStream not reachable; retrying", "err", err, "in", wait)
+		if !sleep(ctx, f.clk, wait) {
+			return nil
+		}
+	}
+	sub, err := f.nc.Subscribe(ctlRoot+"."+f.cfg.Box+".*", func(m *nats.Msg) { go f.serveCtl(ctx, m) })
+	if err != nil {
+		return fmt.Errorf("fleet: control subscription: %w", err)
+	}
+	defer sub.Unsubscribe()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		f.heartbeat(ctx)
+	}()
+	defer wg.Wait()
+	for wait := time.Second; ctx.Err() == nil; wait = min(2*wait, 30*time.Second) {
+		err := f.consume(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		f.log.Warn("fleet: consumer stopped; restarting", "err", err, "in", wait)
+		if !sleep(ctx, f.clk, wait) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// consumerName is this box's durable consumer.
+func (f *Fleet) consumerName() string { return "box_" + f.cfg.Box }
+
+func (f *Fleet) consume(ctx context.Context) error {
+	cons, err := f.js.CreateOrUpdateConsumer(ctx, StreamName, jetstream.ConsumerConfig{
+		Durable:       f.consumerName(),
+		Description:   "agent fleet: box " + f.cfg.Box,
+		FilterSubject: SubjectRoot + ".>",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       f.cfg.AckWait,
+		MaxAckPending: 1, // in order: the next message only after this one is settled
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		Replicas:      f.cfg.Replicas,
+	})
+	if err != nil {
+		return fmt.Errorf("consumer: %w", err)
+	}
+	f.mu.Lock()
+	f.cons = cons
+	f.mu.Unlock()
+	f.log.Debug("fleet: consuming", "consumer", f.consumerName())
+	if info, err := cons.Info(ctx); err == nil {
+		f.settled(info.AckFloor.Stream)
+	}
+	// Short pulls with heartbeats: after a NATS node is lost (or the
+	// consumer's leader moved) the pull is renewed within seconds.
+	it, err := cons.Messages(jetstream.PullMaxMessages(1), jetstream.PullExpiry(5*time.Second), jetstream.PullHeartbeat(time.Second))
+	if err != nil {
+		return fmt.Errorf("consumer: %w", err)
+	}
+	defer it.Stop()
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
+	for {
+		msg, err := it.Next()
+		if err != nil {
+			return err
+		}
+		f.handle(ctx, msg)
+	}
+}
+
+func (f *Fleet) settled(seq uint64) {
+	for {
+		cur := f.lastSeq.Load()
+		if seq <= cur || f.lastSeq.CompareAndSwap(cur, seq) {
+			return
+		}
+	}
+}
+
+// handle settles one message: this box's is delivered into the local
+// inbox and then acknowledged, another box's is acknowledged; a message of
+// a conversation being moved waits for the move to end. Nothing is
+// acknowledged before it is settled: on any failure the message stays
+// and is tried again.
+func (f *Fleet) handle(ctx context.Context, msg jetstream.Msg) {
+	meta, err := msg.Metadata()
+	if err != nil {
+		f.log.Error("fleet: message without metadata dropped", "subject", msg.Subject(), "err", err)
+		msg.Term()
+		return
+	}
+	seq := meta.Sequence.Stream
+	f.log.Debug("fleet: message", "seq", seq, "subject", msg.Subject())
+	channel, conv, err := ParseSubject(msg.Subject())
+	if err != nil {
+		f.log.Error("fleet: message on a subject the fleet does not use dropped", "subject", msg.Subject(), "seq", seq)
+		msg.Term()
+		f.settled(seq)
+		return
+	}
+	hk := HomeKey(channel, conv)
+	var owner string
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+		h, _, ok, err := f.home(ctx, hk)
+		switch {
+		case err != nil:
+			f.log.Warn("fleet: cannot read a home; retrying", "conversation", hk, "err", err)
+		case !ok:
+			// Homed by the ingress before it published; an entry deleted
+			// by hand: the ingress's rule again.
+			owner = f.cfg.DefaultHome
+			if owner == "" {
+				owner = msg.Headers().Get(headerIngres)
+			}
+			if !ValidBox(owner) {
+				f.log.Error("fleet: message of a conversation without a home and ingress dropped", "conversation", hk, "seq", seq)
+				msg.Term()
+				f.settled(seq)
+				return
+			}
+		case h.Moving && seq >= h.Since:
+			wait = 100 * time.Millisecond // a move takes seconds: look often
+		default:
+			owner = h.Owner(seq)
+		}
+		if owner != "" {
+			break
+		}
+		msg.InProgress()
+		if !sleep(ctx, f.clk, wait) {
+			return
+		}
+	}
+	if owner != f.cfg.Box {
+		msg.Ack()
+		f.settled(seq)
+		return
+	}
+	h := f.handler(channel)
+	if h == nil {
+		// Channels register before Run: this box cannot answer it, ever.
+		f.log.Error("fleet: message of a channel this box does not run dropped", "channel", channel, "conversation", hk, "seq", seq)
+		msg.Term()
+		f.settled(seq)
+		return
+	}
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 10*time.Second) {
+		if err = h(ctx, msg.Data()); err == nil {
+			break
+		} else if errors.Is(err, ErrRejected) {
+			f.log.Error("fleet: message refused and dropped", "conversation", hk, "seq", seq, "err", err)
+			msg.Term()
+			f.settled(seq)
+			return
+		}
+		f.log.Warn("fleet: message not taken into the inbox; retrying", "conversation", hk, "seq", seq, "err", err)
+		msg.InProgress()
+		if !sleep(ctx, f.clk, wait) {
+			return // not acknowledged: redelivered
+		}
+	}
+	if err := msg.DoubleAck(ctx); err != nil {
+		// Redelivered later; the inbox drops the duplicate.
+		f.log.Warn("fleet: acknowledgement not confirmed", "seq", seq, "err", err)
+	}
+	f.settled(seq)
+}
+
+// ErrRejected is what a Handler returns (wrapped) for a message it can
+// never take (malformed): it is dropped, not retried.
+var ErrRejected = errors.New("fleet: message rejected")
+
+func sleep(ctx context.Context, clk clock.Clock, d time.Duration) bool {
+	t := clk.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C():
+		return true
+	}
+}
+
+// heartbeat writes this box's Beat every cfg.Heartbeat.
+func (f *Fleet) heartbeat(ctx context.Context) {
+	for {
+		f.beat(ctx)
+		if !sleep(ctx, f.clk, f.cfg.Heartbeat) {
+			return
+		}
+	}
+}
+
+func (f *Fleet) beat(ctx context.Context) {
+	f.mu.Lock()
+	local, cons := f.local, f.cons
+	f.mu.Unlock()
+	var b Beat
+	if local != nil {
+		b = local.Beat(ctx)
+	}
+	if cons != nil {
+		if info, err := cons.Info(ctx); err == nil {
+			f.lag.Store(info.NumPending + uint64(info.NumAckPending))
+		}
+	}
+	b.Box, b.Version, b.Ingress, b.Lag, b.At = f.cfg.Box, f.cfg.Version, f.cfg.Ingress, f.lag.Load(), f.clk.Now().UTC()
+	raw, _ := json.Marshal(b)
+	if _, err := f.boxes.Put(ctx, f.cfg.Box, raw); err != nil && ctx.Err() == nil {
+		f.log.Warn("fleet: heartbeat not written", "err", err)
+	}
+}
+
+// redactURL hides passwords in NATS URLs for messages.
+func redactURL(urls string) string {
+	parts := strings.Split(urls, ",")
+	for i, p := range parts {
+		if at := strings.LastIndex(p, "@"); at >= 0 {
+			if s := strings.Index(p, "://"); s >= 0 && s < at {
+				parts[i] = p[:s+3] + "***" + p[at:]
+			} else {
+				parts[i] = "***" + p[at:]
+			}
+		}
+	}
+	return strings.Join(parts, ",")
+}
