@@ -58,6 +58,9 @@ commands:
                 what left the box: connections and bytes by purpose and host, refusals, redactions
   cache list | clear [ID]
                 voice and hardware commands answered without the model: list, clear one or all
+  fleet status | home USER BOX | move USER BOX
+                fleet mode: the boxes and where each user is homed; home a user; move a user
+                (memory and sessions go along, messages wait and keep their order)
   console [end] print a one-time sign-in link for the web console (the operator); end signs all out
   version       print the version
 `
@@ -134,6 +137,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env confi
 		return runEgress(ctx, path, rest, *asJSON, stdout, stderr, env)
 	case "cache":
 		return runCache(ctx, path, rest, *asJSON, stdout, stderr, env)
+	case "fleet":
+		return runFleet(ctx, path, rest, *asJSON, stdout, stderr, env)
 	case "version":
 		fmt.Fprintln(stdout, buildinfo.String("agentctl"))
 		return 0

@@ -177,6 +177,7 @@ func Handler(b Backend) http.Handler {
 	registerEgress(mux, b)
 	registerCache(mux, b)
 	registerConsole(mux, b)
+	registerFleet(mux, b)
 	return mux
 }
 

@@ -11,6 +11,7 @@ import (
 	"agent/pkg/config"
 	"agent/pkg/conversation"
 	"agent/pkg/egress"
+	"agent/pkg/fleet"
 	"agent/pkg/health"
 	"agent/pkg/metrics"
 	"agent/pkg/recipient"
@@ -44,6 +45,9 @@ type Host struct {
 	// Egress is the one way out (pkg/egress): a channel dials WeCom and
 	// downloads through it; nil: directly (tests).
 	Egress *egress.Ledger
+	// Fleet is the link to the other boxes of a fleet (pkg/fleet); nil
+	// on a single box.
+	Fleet *fleet.Fleet
 }
 
 // Assistant is the pipeline as channels see it (*assistant.Assistant).

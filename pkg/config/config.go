@@ -91,6 +91,7 @@ type Config struct {
 	Web        Web                  `toml:"web"`
 	Skills     Skills               `toml:"skills"`
 	Privacy    Privacy              `toml:"privacy"`
+	Fleet      Fleet                `toml:"fleet"`
 	MCPServers map[string]MCPServer `toml:"mcp_servers"`
 
 	loc *time.Location // agent.timezone, loaded during validation
@@ -305,6 +306,37 @@ type Web struct {
 	FetchMaxMB int `toml:"fetch_max_mb"`
 }
 
+// Fleet is the [fleet] section: several boxes of one office sharing one
+// WeCom app over NATS JetStream (pkg/fleet). Off by default: a single box
+// needs no NATS.
+type Fleet struct {
+	Enabled bool `toml:"enabled"`
+	// NATSURL is the NATS server(s), comma-separated as nats.go takes
+	// them ("nats://10.0.0.5:4222,nats://10.0.0.6:4222"; tls:// for TLS).
+	NATSURL string `toml:"nats_url" secret:"url"`
+	// Box is this box's name in the fleet (letters, digits, _ and -).
+	Box string `toml:"box"`
+	// Ingress: this box takes WeCom's callbacks for the whole fleet
+	// (WeCom's one callback URL points at it). A box that is not the
+	// ingress refuses them.
+	Ingress bool `toml:"ingress"`
+	// DefaultHome is the box of a conversation seen for the first time
+	// ("": the ingress box).
+	DefaultHome string `toml:"default_home"`
+	// Replicas of the fleet's stream and buckets: 1 on a single NATS
+	// server, 3 on a three-node cluster.
+	Replicas int `toml:"replicas"`
+	// CredentialsFile is a NATS .creds file (user JWT and NKey seed);
+	// Token a NATS token (or token_file). TLSCAFile, TLSCertFile and
+	// TLSKeyFile are PEM files for tls:// servers (the CA to trust, and a
+	// client certificate when the server asks for one).
+	CredentialsFile string `toml:"credentials_file"`
+	Token           string `toml:"token" secret:"true"`
+	TLSCAFile       string `toml:"tls_ca_file"`
+	TLSCertFile     string `toml:"tls_cert_file"`
+	TLSKeyFile      string `toml:"tls_key_file"`
+}
+
 // Privacy is the [privacy] section.
 type Privacy struct {
 	// Redact lists the kinds of personal data replaced by placeholders
@@ -313,7 +345,7 @@ type Privacy struct {
 	Redact []string `toml:"redact"`
 	// EgressAllow is where the daemon may connect (pkg/egress): host
 	// names, "*.domain", addresses, CIDRs or "*", each optionally as
-	// "PURPOSE=ENTRY" (llm, wecom, wecom_bot, mcp, web, models, doctor).
+	// "PURPOSE=ENTRY" (llm, wecom, wecom_bot, mcp, web, models, doctor, fleet).
 	// Empty: what the configuration names (the model, WeCom, the AI Bot,
 	// HTTP MCP servers; any host for the web tools and the bot's media).
 	EgressAllow []string `toml:"egress_allow"`
@@ -557,6 +589,7 @@ func Default() *Config {
 			Python:       defaultSandboxPython,
 		},
 		WeComBot: WeComBot{URL: DefaultWeComBotURL},
+		Fleet:    Fleet{Replicas: 1},
 		Skills: Skills{
 			BundledDir: DefaultBundledSkills,
 			IndexBytes: defaultSkillsIndexBytes,

@@ -345,6 +345,8 @@ func (p *parser) resolvePaths(c *Config) {
 		return filepath.Join(p.baseDir, s)
 	}
 	state := abs(c.Agent.StateDir)
+	f := &c.Fleet
+	f.CredentialsFile, f.TLSCAFile, f.TLSCertFile, f.TLSKeyFile = abs(f.CredentialsFile), abs(f.TLSCAFile), abs(f.TLSCertFile), abs(f.TLSKeyFile)
 	socket := ""
 	if p.present["server.admin_socket"] {
 		socket = abs(c.Server.AdminSocket)

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -61,7 +62,50 @@ func (p *parser) validate(c *Config) {
 	p.validateSkills(c)
 	p.validateWeComBot(c)
 	p.validatePrivacy(c)
+	p.validateFleet(c)
 	p.validateMCP(c)
+}
+
+// fleetName is a box's name: a NATS subject token and consumer name.
+var fleetName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
+
+func (p *parser) validateFleet(c *Config) {
+	f := &c.Fleet
+	if !f.Enabled {
+		return
+	}
+	const when = "required when fleet.enabled is true"
+	if strings.TrimSpace(f.NATSURL) == "" {
+		p.check("fleet.nats_url", false, when)
+	}
+	for _, u := range strings.Split(f.NATSURL, ",") {
+		u = strings.TrimSpace(u)
+		if u == "" {
+			continue
+		}
+		pu, err := url.Parse(u)
+		switch {
+		case err != nil || pu.Host == "":
+			p.check("fleet.nats_url", false, "%q is not a URL (want nats://HOST:PORT, several comma-separated)", redactURL(u))
+		case pu.Scheme != "nats" && pu.Scheme != "tls" && pu.Scheme != "ws" && pu.Scheme != "wss":
+			p.check("fleet.nats_url", false, "%q: the scheme must be nats, tls, ws or wss", redactURL(u))
+		}
+	}
+	p.check("fleet.box", fleetName.MatchString(f.Box), "%s: 1 to 32 letters, digits, _ or -, not %q", when, f.Box)
+	p.check("fleet.default_home", f.DefaultHome == "" || fleetName.MatchString(f.DefaultHome), "must be a box name (1 to 32 letters, digits, _ or -), not %q", f.DefaultHome)
+	p.check("fleet.replicas", f.Replicas >= 1 && f.Replicas <= 5, "must be between 1 and 5 (3 on a three-node NATS cluster), not %d", f.Replicas)
+	p.check("fleet.tls_key_file", (f.TLSCertFile == "") == (f.TLSKeyFile == ""), "tls_cert_file and tls_key_file go together")
+	for _, k := range []struct{ key, path string }{{"fleet.credentials_file", f.CredentialsFile}, {"fleet.tls_ca_file", f.TLSCAFile},
+		{"fleet.tls_cert_file", f.TLSCertFile}, {"fleet.tls_key_file", f.TLSKeyFile}} {
+		if k.path != "" {
+			_, err := os.Stat(k.path)
+			p.check(k.key, err == nil, "cannot read %s: %v", k.path, err)
+		}
+	}
+	p.check("fleet.token", f.Token == "" || f.CredentialsFile == "", "token and credentials_file are two ways to log in: set one")
+	if f.Enabled && c.WeComBot.Enabled && !f.Ingress {
+		p.warn([]string{"fleet", "ingress"}, "", "is false: this box does not hold the WeCom AI Bot connection (only the ingress box does: WeCom keeps one), so [wecom_bot] stays off here")
+	}
 }
 
 func (p *parser) validatePrivacy(c *Config) {

@@ -29,6 +29,7 @@ var (
 	_ admin.SkillsBackend      = adminBackend{}
 	_ admin.EgressBackend      = adminBackend{}
 	_ admin.CacheBackend       = adminBackend{}
+	_ admin.FleetBackend       = adminBackend{}
 )
 
 // CacheList lists the command cache (pkg/cmdcache).

@@ -46,6 +46,7 @@ func (d *Daemon) startChannels(ctx context.Context, cfg *config.Config) {
 		Models:  d.opts.Models,
 		Console: d.sessions,
 		Egress:  d.egress,
+		Fleet:   d.fleet,
 	}
 	if d.opts.Scrubber != nil {
 		host.Scrub = d.opts.Scrubber.Scrub // stored errors are redacted like the logs

@@ -31,6 +31,7 @@ import (
 	"agent/pkg/diskfree"
 	"agent/pkg/egress"
 	"agent/pkg/embed"
+	"agent/pkg/fleet"
 	"agent/pkg/health"
 	"agent/pkg/localmodels"
 	"agent/pkg/logging"
@@ -95,6 +96,7 @@ type Daemon struct {
 
 	asst     *assistant.Assistant // assistant.Failed(err) when the pipeline could not start
 	channels *channel.Set         // the enabled channels (channels.go)
+	fleet    *fleet.Fleet         // the link to the fleet's other boxes; nil on a single box (fleet.go)
 	sessions *console.Sessions    // web console sign-ins (console.go)
 	probes   *probes              // liveness probe state (probes.go)
 	loopPing chan chan struct{}   // the event_loop liveness probe
@@ -198,7 +200,9 @@ func (d *Daemon) run(ctx context.Context) error {
 	d.sessions = console.NewSessions(console.SessionConfig{Now: d.now, Logger: d.logger.With("component", "console")})
 	chCtx, stopChannels := context.WithCancel(context.Background())
 	defer stopChannels()
+	d.startFleet(cfg)           // fleet.go: before the channels, which take it
 	d.startChannels(chCtx, cfg) // channels.go
+	defer d.runFleet(chCtx)()   // after the channels registered their handlers; stops with them
 	// After the channels: a job due now finds them connected.
 	if err := d.asst.Start(context.Background()); err != nil {
 		if d.asst.Err() == nil {

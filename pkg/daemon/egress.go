@@ -47,6 +47,11 @@ func egressRules(cfg *config.Config) []egress.Rule {
 		add(egress.WeComBot, cfg.WeComBot.URL)
 		any(egress.WeComBot)
 	}
+	if cfg.Fleet.Enabled {
+		for _, u := range strings.Split(cfg.Fleet.NATSURL, ",") {
+			add(egress.Fleet, strings.TrimSpace(u))
+		}
+	}
 	for _, s := range cfg.MCPServers {
 		if strings.EqualFold(s.Transport, "http") || s.URL != "" {
 			add(egress.MCP, s.URL)

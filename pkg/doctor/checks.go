@@ -83,6 +83,7 @@ func Checks(e Env) []Check {
 		Check{"llm", e.checkLLM},
 		Check{"wecom", e.checkWeCom},
 		Check{"wecom_bot", e.checkWeComBot}, // wecombot.go
+		Check{"fleet", e.checkFleet},        // fleet.go
 		Check{"http_access", e.checkAccess}, // access.go
 		Check{"mcp", e.checkMCP},
 		Check{"web", e.checkWeb},                  // web.go

@@ -38,6 +38,7 @@ const (
 	Web      Purpose = "web"
 	Models   Purpose = "models"
 	Doctor   Purpose = "doctor"
+	Fleet    Purpose = "fleet" // the fleet's NATS servers (pkg/fleet)
 )
 
 // ErrRefused is wrapped by a dial egress_allow does not permit.
@@ -60,7 +61,7 @@ func ParseRule(s string) (Rule, error) {
 	if p, rest, ok := strings.Cut(s, "="); ok {
 		r.Purpose, s = Purpose(strings.TrimSpace(p)), strings.TrimSpace(rest)
 		if !knownPurpose(r.Purpose) {
-			return r, fmt.Errorf("%q: unknown purpose %q (llm, wecom, wecom_bot, mcp, web, models, doctor)", s, r.Purpose)
+			return r, fmt.Errorf("%q: unknown purpose %q (llm, wecom, wecom_bot, mcp, web, models, doctor, fleet)", s, r.Purpose)
 		}
 	}
 	s = strings.TrimSuffix(strings.TrimPrefix(s, "["), "]")
@@ -101,7 +102,7 @@ func ParseRules(entries []string) ([]Rule, error) {
 
 func knownPurpose(p Purpose) bool {
 	switch p {
-	case LLM, WeCom, WeComBot, MCP, Web, Models, Doctor:
+	case LLM, WeCom, WeComBot, MCP, Web, Models, Doctor, Fleet:
 		return true
 	}
 	return false

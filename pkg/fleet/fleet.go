@@ -93,10 +93,11 @@ type Config struct {
 	Clock       clock.Clock
 }
 
-// Handler takes a message of its channel into the box's local inbox. It
-// must be idempotent (the payload carries its own key): a message is
+// Handler takes a message of its channel from conversation conv (as its
+// subject says: the handler checks that the payload agrees) into the
+// box's local inbox. It must be idempotent (the payload carries its own key): a message is
 // redelivered when the box stopped before acknowledging it.
-type Handler func(ctx context.Context, payload []byte) error
+type Handler func(ctx context.Context, conv string, payload []byte) error
 
 // Local is what a box offers the fleet: its part of a move and its
 // heartbeat.
@@ -557,7 +558,7 @@ func (f *Fleet) handle(ctx context.Context, msg jetstream.Msg) {
 		return
 	}
 	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 10*time.Second) {
-		if err = h(ctx, msg.Data()); err == nil {
+		if err = h(ctx, conv, msg.Data()); err == nil {
 			break
 		} else if errors.Is(err, ErrRejected) {
 			f.log.Error("fleet: message refused and dropped", "conversation", hk, "seq", seq, "err", err)

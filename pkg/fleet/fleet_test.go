@@ -61,9 +61,9 @@ func newBox(t *testing.T, url, name string, cfg fleet.Config) *box {
 func (b *box) start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	b.cancel, b.done = cancel, make(chan struct{})
-	b.f.Handle("wecom", func(hctx context.Context, payload []byte) error {
+	b.f.Handle("wecom", func(hctx context.Context, conv string, payload []byte) error {
 		var m msg
-		if err := json.Unmarshal(payload, &m); err != nil || m.Key == "" {
+		if err := json.Unmarshal(payload, &m); err != nil || m.Key == "" || m.Conv != conv {
 			return fmt.Errorf("%w: %q", fleet.ErrRejected, payload)
 		}
 		b.mu.Lock()

@@ -2,6 +2,7 @@ package wecom
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,7 +12,9 @@ import (
 
 	"agent/pkg/asr"
 	"agent/pkg/channel"
+	"agent/pkg/clip"
 	"agent/pkg/egress"
+	"agent/pkg/fleet"
 	"agent/pkg/tools"
 	wx "agent/pkg/wecom"
 )
@@ -89,6 +92,15 @@ func Build(_ context.Context, h channel.Host) (channel.Channel, error) {
 		logger.Error("wecom messages are stored but not answered: the conversation pipeline is unavailable", "err", h.Assistant.Err())
 	}
 	c.proc = conv
+	if fl := h.Fleet; fl != nil {
+		fl.Handle(Channel, c.fromFleet)
+		if fl.Ingress() {
+			c.handler.Fleet = fl
+		} else {
+			c.handler.NotIngress = true
+		}
+		logger.Info("wecom channel in a fleet", "box", fl.Box(), "ingress", fl.Ingress())
+	}
 	logger.Info("wecom channel started", "agent_id", cfg.WeCom.AgentID, "debounce", cfg.WeCom.Debounce.Duration,
 		"dm_policy", cfg.Security.DMPolicy)
 	return c, nil
@@ -183,6 +195,26 @@ func (c *App) toolDeps() ToolDeps {
 		d.Open = sp.Open
 	}
 	return d
+}
+
+// fromFleet takes a message of conversation conv from the fleet's stream
+// into the local inbox (deduplicated by its key, as a callback is).
+func (c *App) fromFleet(ctx context.Context, conv string, payload []byte) error {
+	var m wx.Message
+	if err := json.Unmarshal(payload, &m); err != nil {
+		return fmt.Errorf("%w: %v", fleet.ErrRejected, err)
+	}
+	if m.FromUserName == "" || !Known(m.MsgType) || FleetConversation(&m) != conv {
+		return fmt.Errorf("%w: a %q message from %q on the subject of %q", fleet.ErrRejected, clip.String(m.MsgType, 32), clip.String(m.FromUserName, 64), conv)
+	}
+	fresh, err := c.inbox.Put(ctx, &m)
+	if err != nil {
+		return err
+	}
+	if fresh && c.proc != nil {
+		c.proc.Wake()
+	}
+	return nil
 }
 
 // Outbox is the channel's outbox (tests, stats).

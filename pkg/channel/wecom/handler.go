@@ -3,6 +3,7 @@ package wecom
 import (
 	"context"
 	"crypto/subtle"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -32,7 +33,32 @@ type Handler struct {
 	// Stored is called after a new message is persisted (wakes the
 	// processor). It must not block.
 	Stored func()
+	// Fleet, on the ingress box of a fleet, persists each message to
+	// the fleet's stream instead of the local inbox (pkg/fleet): the
+	// conversation's home box takes it from there.
+	Fleet Publisher
+	// NotIngress: a box of a fleet that is not its ingress refuses
+	// callbacks (WeCom's one callback URL belongs to the ingress).
+	NotIngress bool
 }
+
+// Publisher persists a message to the fleet (*fleet.Fleet).
+type Publisher interface {
+	Publish(ctx context.Context, channel, conv, key string, payload []byte) (bool, error)
+}
+
+// FleetConversation is the fleet conversation a message belongs to: its
+// group chat, or its sender.
+func FleetConversation(m *wx.Message) string {
+	if m.ChatID != "" {
+		return GroupPrefix + m.ChatID
+	}
+	return m.FromUserName
+}
+
+// GroupPrefix marks a fleet conversation that is a group chat (as
+// assistant.GroupPrefix).
+const GroupPrefix = "group:"
 
 func (h *Handler) clock() clock.Clock { return clock.Or(h.Clock) }
 
@@ -52,6 +78,10 @@ func (h *Handler) log() *slog.Logger {
 
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.NotIngress {
+		h.refuse(w, r, http.StatusServiceUnavailable, "this box is not the fleet's ingress (fleet.ingress = false): point WeCom's callback URL at the ingress box", nil)
+		return
+	}
 	switch r.Method {
 	case http.MethodGet:
 		h.verify(w, r)
@@ -139,6 +169,10 @@ func (h *Handler) receive(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), persistTimeout)
 	defer cancel()
+	if h.Fleet != nil {
+		h.publish(ctx, w, m)
+		return
+	}
 	fresh, err := h.Inbox.Put(ctx, m)
 	if err != nil {
 		// No acknowledgement: WeCom retries, and the retry may succeed.
@@ -156,6 +190,25 @@ func (h *Handler) receive(w http.ResponseWriter, r *http.Request) {
 	if h.Stored != nil {
 		h.Stored()
 	}
+}
+
+// publish persists m to the fleet's stream, then acknowledges it; when
+// it cannot, WeCom is not acknowledged and retries (the ingress never
+// answers a message it could not persist, and does not fall back to
+// answering it here: its home may be another box).
+func (h *Handler) publish(ctx context.Context, w http.ResponseWriter, m *wx.Message) {
+	raw, err := json.Marshal(m)
+	if err == nil {
+		var fresh bool
+		fresh, err = h.Fleet.Publish(ctx, Channel, FleetConversation(m), m.DedupKey(), raw)
+		if err == nil {
+			h.log().Debug("wecom message persisted to the fleet", "key", m.DedupKey(), "fresh", fresh)
+			ack(w)
+			return
+		}
+	}
+	h.log().Error("wecom message not persisted to the fleet; WeCom will retry", "key", m.DedupKey(), "err", err)
+	http.Error(w, "temporarily unavailable", http.StatusServiceUnavailable)
 }
 
 func ack(w http.ResponseWriter) {

@@ -85,6 +85,13 @@ func Build(_ context.Context, h channel.Host) (channel.Channel, error) {
 	if !cfg.WeComBot.Enabled {
 		return nil, nil
 	}
+	if h.Fleet != nil && !h.Fleet.Ingress() {
+		// WeCom keeps one long connection per bot: the ingress box's.
+		// Its messages are answered on the ingress box (the bot's
+		// replies go back over that connection).
+		h.Logger.Warn("wecom_bot is off on this box: in a fleet only the ingress box holds the AI Bot connection", "component", "wecom_bot", "box", h.Fleet.Box())
+		return nil, nil
+	}
 	return New(h, Options{})
 }
 
