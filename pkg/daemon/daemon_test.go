@@ -56,7 +56,7 @@ func (f *fakeNotifier) count(want string) int {
 
 // waitFor blocks until want has been sent n times; the deadline guards
 // against a hang only.
-func (f *fakeNotifier) waitFor(t *testing.T, want string, n int) {
+func (f *fakeNotifier) waitFor(t testing.TB, want string, n int) {
 	t.Helper()
 	deadline := time.After(30 * time.Second)
 	for f.count(want) < n {
