@@ -84,18 +84,31 @@ func (s *Store) Import(ctx context.Context, scope, model string, facts []Portabl
 		id  int64
 		vec []float32
 	}
-	var news []added
-	for _, p := range facts {
-		if p.Text == "" || len(p.Text) > MaxFactBytes {
-			continue
-		}
-		var dup int
-		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM memory_facts WHERE scope = ? AND superseded_by IS NULL AND fact = ?`, scope, p.Text).Scan(&dup); err != nil {
+	// The texts scope holds, read once (a query per fact would scan the
+	// scope per fact).
+	have := map[string]bool{}
+	rows, err := tx.QueryContext(ctx, `SELECT fact FROM memory_facts WHERE scope = ? AND superseded_by IS NULL`, scope)
+	if err != nil {
+		return 0, fmt.Errorf("memory: import %s: %w", scope, err)
+	}
+	for rows.Next() {
+		var t string
+		if err := rows.Scan(&t); err != nil {
+			rows.Close()
 			return 0, fmt.Errorf("memory: import %s: %w", scope, err)
 		}
-		if dup > 0 {
+		have[t] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("memory: import %s: %w", scope, err)
+	}
+	var news []added
+	for _, p := range facts {
+		if p.Text == "" || len(p.Text) > MaxFactBytes || have[p.Text] {
 			continue
 		}
+		have[p.Text] = true
 		var blob []byte
 		var vec []float32
 		if keep {
