@@ -55,10 +55,12 @@ testmodels: ## generate random-weight test models into testdata/models (tests on
 	$(GO) run ./scripts/testmodels testdata/models
 
 test: $(NATIVE_STAMPS) ## everything CI runs: vet, race tests with native libraries, integration tests
-	scripts/deps.sh node mcp
+	scripts/deps.sh node mcp nats
 	$(MAKE) --no-print-directory testmodels
 	$(GO) vet -tags $(TAGS) ./...
 	AGENT_REQUIRE_NATIVE=1 $(GO) test -race -count=1 -tags $(TAGS) -timeout 20m ./...
+	# The fleet once more against Debian's nats-server (2.9), not only the embedded one.
+	NATSTEST_SERVER=$(CURDIR)/.deps/nats-server/usr/sbin/nats-server $(GO) test -race -count=1 -short ./pkg/fleet
 
 test-short: ## fast loop: tests without -race
 	$(GO) test -count=1 -tags $(TAGS) ./...

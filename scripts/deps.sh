@@ -4,7 +4,7 @@
 # package archive, the npm registry and the Go module proxy.
 #
 #   scripts/deps.sh            everything (apt, ONNX Runtime, Silero VAD, whisper.cpp host+arm64, Go modules)
-#   scripts/deps.sh apt|ort|vad|whisper|whisper-arm64|whisper-cuda|toolchain|go|node|mcp   one step
+#   scripts/deps.sh apt|ort|vad|whisper|whisper-arm64|whisper-cuda|toolchain|go|node|mcp|nats   one step
 #   scripts/deps.sh --which-go   print the Go binary to use (1.26 or newer)
 set -euo pipefail
 
@@ -244,8 +244,22 @@ step_mcp() { # test-only: the reference MCP servers pkg/mcp's integration tests 
   "$root/scripts/mcp-servers.sh" >&2
 }
 
+step_nats() { # test-only: Debian's nats-server, the fleet's tests also run against it
+  local d="$root/.deps/nats-server"
+  if [ -x "$d/usr/sbin/nats-server" ]; then log "nats-server: present"; return; fi
+  # Unpacked, not installed: the package would start a NATS service on
+  # the machine.
+  log "nats-server: unpacking Debian's package into $d"
+  local tmp; tmp=$(mktemp -d)
+  (cd "$tmp" && apt-get download -qq nats-server >/dev/null 2>&1) || {
+    [ "$(id -u)" -eq 0 ] && apt-get update -qq; (cd "$tmp" && apt-get download -qq nats-server >/dev/null); }
+  mkdir -p "$d"
+  dpkg-deb -x "$tmp"/nats-server_*.deb "$d"
+  rm -rf "$tmp"
+}
+
 if [ "${1:-}" = --which-go ]; then which_go; exit; fi
-if [ $# -eq 0 ]; then set -- apt ort vad whisper whisper-arm64 go node mcp; fi
+if [ $# -eq 0 ]; then set -- apt ort vad whisper whisper-arm64 go node mcp nats; fi
 for s in "$@"; do
   case $s in
     apt) step_apt ;;
@@ -258,6 +272,7 @@ for s in "$@"; do
     toolchain) step_toolchain ;;
     node) step_node ;;
     mcp) step_mcp ;;
+    nats) step_nats ;;
     *) echo "deps: unknown step $s" >&2; exit 2 ;;
   esac
 done

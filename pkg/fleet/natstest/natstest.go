@@ -6,7 +6,10 @@ package natstest
 import (
 	"fmt"
 	"net"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,8 +22,9 @@ type Node struct {
 	tb      testing.TB
 	opts    server.Options // a copy to restart from
 	srv     *server.Server
-	dir     string
 	clientP int
+	bin     string    // an external nats-server binary (NATSTEST_SERVER)
+	cmd     *exec.Cmd // its process
 }
 
 // URL is the node's client URL.
@@ -28,6 +32,12 @@ func (n *Node) URL() string { return fmt.Sprintf("nats://127.0.0.1:%d", n.client
 
 // Stop shuts the node down (a killed node, for the client side).
 func (n *Node) Stop() {
+	if n.cmd != nil {
+		n.cmd.Process.Kill()
+		n.cmd.Wait()
+		n.cmd = nil
+		return
+	}
 	if n.srv != nil {
 		n.srv.Shutdown()
 		n.srv.WaitForShutdown()
@@ -38,8 +48,23 @@ func (n *Node) Stop() {
 // Restart starts a stopped node again on the same ports and store.
 func (n *Node) Restart() {
 	n.tb.Helper()
-	if n.srv != nil {
+	if n.srv != nil || n.cmd != nil {
 		return
+	}
+	if n.bin != "" {
+		n.cmd = exec.Command(n.bin, "-js", "-sd", n.opts.StoreDir, "-a", "127.0.0.1", "-p", strconv.Itoa(n.clientP), "-n", n.opts.ServerName)
+		if err := n.cmd.Start(); err != nil {
+			n.tb.Fatalf("natstest: %s: %v", n.bin, err)
+		}
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", n.clientP)); err == nil {
+				c.Close()
+				return
+			}
+			if time.Now().After(deadline) {
+				n.tb.Fatalf("natstest: %s does not listen", n.bin)
+			}
+		}
 	}
 	o := n.opts
 	s, err := server.NewServer(&o)
@@ -53,7 +78,7 @@ func (n *Node) Restart() {
 	n.srv = s
 }
 
-// Server is the running server (nil when stopped).
+// Server is the running embedded server (nil when stopped or external).
 func (n *Node) Server() *server.Server { return n.srv }
 
 func freePort(tb testing.TB) int {
@@ -74,11 +99,20 @@ func start(tb testing.TB, o server.Options) *Node {
 	return n
 }
 
-// Start runs one JetStream node on a free loopback port.
+// Start runs one JetStream node on a free loopback port: embedded, or
+// the nats-server binary NATSTEST_SERVER names (Debian's package, to test
+// against the server an office installs).
 func Start(tb testing.TB) *Node {
 	tb.Helper()
-	return start(tb, server.Options{ServerName: "n1", Host: "127.0.0.1", Port: freePort(tb), NoLog: true, NoSigs: true,
-		JetStream: true, StoreDir: filepath.Join(tb.TempDir(), "n1")})
+	o := server.Options{ServerName: "n1", Host: "127.0.0.1", Port: freePort(tb), NoLog: true, NoSigs: true,
+		JetStream: true, StoreDir: filepath.Join(tb.TempDir(), "n1")}
+	if bin := os.Getenv("NATSTEST_SERVER"); bin != "" {
+		n := &Node{tb: tb, opts: o, clientP: o.Port, bin: bin}
+		n.Restart()
+		tb.Cleanup(n.Stop)
+		return n
+	}
+	return start(tb, o)
 }
 
 // Cluster is three JetStream nodes routed to each other.
