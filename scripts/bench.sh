@@ -55,6 +55,9 @@ echo "bench: wecom_bot" >&2
 echo "bench: offline and privacy" >&2
 "$go" test -tags "$tags" -run '^$' -bench 'CommandCache' -benchtime 100x ./pkg/daemon/ > "$tmp/offline.txt" 2>&1 || { cat "$tmp/offline.txt"; exit 1; }
 "$go" test -run '^$' -bench 'Redact1KB' ./pkg/redact/ >> "$tmp/offline.txt" 2>&1 || { cat "$tmp/offline.txt"; exit 1; }
+echo "bench: fleet (NATS JetStream)" >&2
+"$go" test -tags "$tags" -run '^$' -bench 'FleetIngress|FleetMove10k' -benchtime 3x -timeout 20m ./pkg/daemon/ > "$tmp/fleet.txt" 2>&1 || { cat "$tmp/fleet.txt"; exit 1; }
+"$go" test -run '^$' -bench 'Hop' -benchtime 1x ./pkg/fleet/ >> "$tmp/fleet.txt" 2>&1 || { cat "$tmp/fleet.txt"; exit 1; }
 echo "bench: packages and the real-systemd test" >&2
 rm -f dist/agent_*.deb
 deb_amd64=$(scripts/deb.sh amd64 bin)
@@ -174,9 +177,11 @@ cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)
   echo "## Long-term memory (targets: hybrid retrieval at 100k facts p50 <= 40 ms; cache-hit memory block <= 0.5 ms p99; RSS growth at 100k facts <= 60 MB)"
   echo
   echo "Hybrid = embed the query (bge-small shape, ONNX Runtime, 2 threads) + the scope's 1-bit vectors in RAM (popcount"
-  echo "Hamming scan, 8k candidates re-ranked by exact cosine read from SQLite by primary key; issue 21, before: sqlite-vec's"
-  echo "KNN) + FTS5 (word index restricted to the user's tag, trigram index for CJK; word frequencies cached) + reciprocal"
-  echo "rank fusion + loading the top 5. Facts: synthetic sentences (Zipf over a 20k-word vocabulary) with random 384-d"
+  echo "Hamming scan, 8k candidates re-ranked by exact cosine read from SQLite by primary key through a memory map; issue 21,"
+  echo "before: sqlite-vec's KNN) + FTS5 (the query's rarest words within 4,000 postings, ranked in the index and only the"
+  echo "best 4n rows checked; restricted to the user's tag when the user holds fewer facts than those postings; trigram"
+  echo "index for CJK; word frequencies cached; on two cores it runs after the embedding, beside the vector search) +"
+  echo "reciprocal rank fusion + loading the top 5. Facts: synthetic sentences (Zipf over a 20k-word vocabulary) with random 384-d"
   echo "vectors; users=1 puts all n facts in one user's partition (worst case), users=100 spreads them. knn = the vector"
   echo "search alone (k=20), keyword = the keyword search alone, index-load = loading the scope's index on its first search"
   echo "(once per scope and process). Targets (issue 21): hybrid p50 <= 20 ms, p99 <= 35 ms; knn <= 2 ms. CachedBlock = the voice path's memory block + system prompt from the cache (repeat: same utterance;"
@@ -358,6 +363,22 @@ cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)
   echo "### The soak under systemd (make soak; not rerun by make bench, which would take 35 minutes more)"
   echo
   if [ -f bench/soak.md ]; then cat bench/soak.md; else echo "Not measured yet: run make soak."; fi
+  echo
+  echo "## A fleet of boxes on NATS JetStream (issue 22; target: ingress acknowledgement p99 <= 20 ms at 200 callbacks/s)"
+  echo
+  echo "Two daemons on this machine and a real NATS server (nats-server embedded in the test binary, JetStream on file"
+  echo "storage), WeCom's callbacks signed and encrypted as WeCom sends them, a fake model. FleetIngress: callbacks to the"
+  echo "ingress box at the rate named, open loop, for 20 users homed on the other box; ack = callback sent to \"success\""
+  echo "(verify, decrypt, persist to the stream, JetStream's acknowledgement); to_home_llm = callback sent to the home"
+  echo "box's model request for it (the hop, the home box's inbox and the start of its turn; at 200/s the home box's"
+  echo "turns queue on the two cores the whole fleet shares here). Hop = published by the ingress until the home box's"
+  echo "handler has it (the stream, the home entry, the consumer) at 20 messages/s. FleetMove10k = \`agentctl fleet move\`"
+  echo "of a user with 10,000 facts (384-d vectors kept: both boxes load the same model) and a 200-message"
+  echo "conversation: settle, snapshot, object store, restore, switch, purge."
+  echo
+  echo "| benchmark | time/op | metrics |"
+  echo "|---|---|---|"
+  bench_rows "$tmp/fleet.txt"
   echo
   echo "## Agent loop overhead (40-message session, one tool step + answer, in-process fake LLM, real SQLite; target: <= 2 ms p99 per step)"
   echo
