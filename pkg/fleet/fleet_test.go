@@ -85,11 +85,6 @@ func (b *box) start() {
 	}()
 }
 
-func (b *box) stop() {
-	b.cancel()
-	<-b.done
-}
-
 func (b *box) keys(conv string) []string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
