@@ -313,7 +313,9 @@ type Fleet struct {
 	Enabled bool `toml:"enabled"`
 	// NATSURL is the NATS server(s), comma-separated as nats.go takes
 	// them ("nats://10.0.0.5:4222,nats://10.0.0.6:4222"; tls:// for TLS).
-	NATSURL string `toml:"nats_url" secret:"url"`
+	// A secret as a whole (a URL may carry a password or a token, and
+	// there may be several): nats_url_file works too.
+	NATSURL string `toml:"nats_url" secret:"true"`
 	// Box is this box's name in the fleet (letters, digits, _ and -).
 	Box string `toml:"box"`
 	// Ingress: this box takes WeCom's callbacks for the whole fleet

@@ -7,6 +7,9 @@ import (
 	"testing"
 )
 
+// wecomOn is a valid [wecom] section (the fleet needs it).
+const wecomOn = "[wecom]\nenabled = true\ncorp_id = \"wx\"\ncorp_secret = \"s\"\nagent_id = 1\ntoken = \"t\"\nencoding_aes_key = \"jWmYm7qr5nMoAUwZRjGtBxmz3KA1tkAj3ykkR6q2B2C\"\n"
+
 func TestFleetOffByDefault(t *testing.T) {
 	cfg, _, _ := mustParse(t, "", nil)
 	if cfg.Fleet.Enabled || cfg.Fleet.Replicas != 1 {
@@ -23,14 +26,14 @@ func TestFleetValidation(t *testing.T) {
 		return strings.Join(k, " ")
 	}
 	for _, c := range []struct{ text, want string }{
-		{"[fleet]\nenabled = true", "fleet.nats_url fleet.box"},
-		{"[fleet]\nenabled = true\nbox = \"a.b\"\nnats_url = \"nats://h:4222\"", "fleet.box"},
-		{"[fleet]\nenabled = true\nbox = \"a\"\nnats_url = \"http://h:4222\"", "fleet.nats_url"},
-		{"[fleet]\nenabled = true\nbox = \"a\"\nnats_url = \"nats://h:4222,h2\"", "fleet.nats_url"},
-		{"[fleet]\nenabled = true\nbox = \"a\"\nnats_url = \"nats://h\"\nreplicas = 0", "fleet.replicas"},
-		{"[fleet]\nenabled = true\nbox = \"a\"\nnats_url = \"nats://h\"\ndefault_home = \"*\"", "fleet.default_home"},
-		{"[fleet]\nenabled = true\nbox = \"a\"\nnats_url = \"nats://h\"\ncredentials_file = \"missing.creds\"", "fleet.credentials_file"},
-		{"[fleet]\nenabled = true\nbox = \"a\"\nnats_url = \"nats://h\"\ntls_cert_file = \"/etc/hostname\"", "fleet.tls_key_file"},
+		{wecomOn+"[fleet]\nenabled = true", "fleet.nats_url fleet.box"},
+		{wecomOn+"[fleet]\nenabled = true\nbox = \"a.b\"\nnats_url = \"nats://h:4222\"", "fleet.box"},
+		{wecomOn+"[fleet]\nenabled = true\nbox = \"a\"\nnats_url = \"http://h:4222\"", "fleet.nats_url"},
+		{wecomOn+"[fleet]\nenabled = true\nbox = \"a\"\nnats_url = \"nats://h:4222,h2\"", "fleet.nats_url"},
+		{wecomOn+"[fleet]\nenabled = true\nbox = \"a\"\nnats_url = \"nats://h\"\nreplicas = 0", "fleet.replicas"},
+		{wecomOn+"[fleet]\nenabled = true\nbox = \"a\"\nnats_url = \"nats://h\"\ndefault_home = \"*\"", "fleet.default_home"},
+		{wecomOn+"[fleet]\nenabled = true\nbox = \"a\"\nnats_url = \"nats://h\"\ncredentials_file = \"missing.creds\"", "fleet.credentials_file"},
+		{wecomOn+"[fleet]\nenabled = true\nbox = \"a\"\nnats_url = \"nats://h\"\ntls_cert_file = \"/etc/hostname\"", "fleet.tls_key_file"},
 	} {
 		if got := keys(problems(t, c.text, nil)); got != c.want {
 			t.Errorf("%q: problems at %q, want %q", c.text, got, c.want)
@@ -43,7 +46,7 @@ func TestFleetValidation(t *testing.T) {
 func TestFleetPathsAndSecrets(t *testing.T) {
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "fleet.creds"), []byte("x"), 0o600)
-	cfg, _, err := Parse("config.toml", []byte("[fleet]\nenabled = true\nbox = \"room-1\"\ningress = true\nnats_url = \"nats://agent:s3cret@10.0.0.5:4222,nats://10.0.0.6:4222\"\ncredentials_file = \"fleet.creds\""), dir, mapEnv(nil))
+	cfg, _, err := Parse("config.toml", []byte(wecomOn+"[fleet]\nenabled = true\nbox = \"room-1\"\ningress = true\nnats_url = \"nats://agent:s3cret@10.0.0.5:4222,nats://10.0.0.6:4222\"\ncredentials_file = \"fleet.creds\""), dir, mapEnv(nil))
 	if err != nil {
 		t.Fatal(err)
 	}

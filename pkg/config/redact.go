@@ -120,6 +120,17 @@ func (c *Config) Secrets() []string {
 		}
 	}
 	configSecrets().each(reflect.ValueOf(c).Elem(), add)
+	// fleet.nats_url is a secret as a whole; each URL's password, or its
+	// user (NATS takes a token there), is one too: an error may name it
+	// alone.
+	for _, u := range strings.Split(c.Fleet.NATSURL, ",") {
+		if pu, err := url.Parse(strings.TrimSpace(u)); err == nil && pu.User != nil {
+			add(pu.User.Username())
+			if pw, ok := pu.User.Password(); ok {
+				add(pw)
+			}
+		}
+	}
 	out := slices.Collect(maps.Keys(set))
 	slices.SortFunc(out, func(a, b string) int {
 		if n := cmp.Compare(len(b), len(a)); n != 0 {

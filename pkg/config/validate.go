@@ -78,7 +78,8 @@ func (p *parser) validateFleet(c *Config) {
 	if strings.TrimSpace(f.NATSURL) == "" {
 		p.check("fleet.nats_url", false, when)
 	}
-	for _, u := range strings.Split(f.NATSURL, ",") {
+	// The URLs are never quoted back: they may carry a password.
+	for i, u := range strings.Split(f.NATSURL, ",") {
 		u = strings.TrimSpace(u)
 		if u == "" {
 			continue
@@ -86,11 +87,12 @@ func (p *parser) validateFleet(c *Config) {
 		pu, err := url.Parse(u)
 		switch {
 		case err != nil || pu.Host == "":
-			p.check("fleet.nats_url", false, "%q is not a URL (want nats://HOST:PORT, several comma-separated)", redactURL(u))
+			p.check("fleet.nats_url", false, "URL %d is not a URL (want nats://HOST:PORT, several comma-separated)", i+1)
 		case pu.Scheme != "nats" && pu.Scheme != "tls" && pu.Scheme != "ws" && pu.Scheme != "wss":
-			p.check("fleet.nats_url", false, "%q: the scheme must be nats, tls, ws or wss", redactURL(u))
+			p.check("fleet.nats_url", false, "URL %d: the scheme must be nats, tls, ws or wss, not %q", i+1, pu.Scheme)
 		}
 	}
+	p.check("fleet.enabled", c.WeCom.Enabled, "needs wecom.enabled: the fleet carries the WeCom app's messages (each box answers its users through the app's API)")
 	p.check("fleet.box", fleetName.MatchString(f.Box), "%s: 1 to 32 letters, digits, _ or -, not %q", when, f.Box)
 	p.check("fleet.default_home", f.DefaultHome == "" || fleetName.MatchString(f.DefaultHome), "must be a box name (1 to 32 letters, digits, _ or -), not %q", f.DefaultHome)
 	p.check("fleet.replicas", f.Replicas >= 1 && f.Replicas <= 5, "must be between 1 and 5 (3 on a three-node NATS cluster), not %d", f.Replicas)

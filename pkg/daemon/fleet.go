@@ -76,6 +76,9 @@ func (d *Daemon) startFleet(cfg *config.Config) {
 			}
 			return errors.New("NATS JetStream is not reachable: this box's conversations wait in the fleet's stream")
 		}
+		if !f.Consuming() {
+			return errors.New("this box does not read its messages from the fleet's stream (its durable consumer is not set up: journalctl -u agent -g fleet)")
+		}
 		return nil
 	})
 	labels := metrics.Labels{"box": fc.Box}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -41,9 +42,14 @@ func (f *Fleet) serveCtl(ctx context.Context, m *nats.Msg) {
 	err := json.Unmarshal(m.Data, &req)
 	if err == nil {
 		if _, err = Subject(req.Channel, req.Conv); err == nil {
+			// One request at a time per conversation: the purge of an
+			// undone move waits for the import it undoes.
+			mu, _ := f.convLocks.LoadOrStore(HomeKey(req.Channel, req.Conv), &sync.Mutex{})
+			mu.(*sync.Mutex).Lock()
 			rctx, cancel := context.WithTimeout(ctx, ctlTimeout)
 			rep, err = f.ctl(rctx, op, req)
 			cancel()
+			mu.(*sync.Mutex).Unlock()
 		}
 	}
 	if err != nil {
@@ -188,8 +194,8 @@ func (f *Fleet) Move(ctx context.Context, channel, conv, to string) (MoveResult,
 	if !ok {
 		return MoveResult{}, fmt.Errorf("%s %s has no home yet (set one with agentctl fleet home)", channel, conv)
 	}
-	if cur.Moving {
-		return MoveResult{}, fmt.Errorf("%s %s is being moved to %s already", channel, conv, cur.Box)
+	if cur.Moving || cur.Switching != "" {
+		return MoveResult{}, fmt.Errorf("%s %s is being moved or rehomed already (agentctl fleet home repairs an interrupted one after %s)", channel, conv, staleAfter)
 	}
 	if cur.Box == to {
 		return MoveResult{From: to, To: to}, nil
@@ -197,22 +203,29 @@ func (f *Fleet) Move(ctx context.Context, channel, conv, to string) (MoveResult,
 	if err := f.alive(ctx, cur.Box); err != nil {
 		return MoveResult{}, fmt.Errorf("the conversation's box: %w", err)
 	}
-	info, err := f.stream.Info(ctx)
-	if err != nil {
-		return MoveResult{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	var last uint64
+	next := func(l uint64) Home {
+		last = l
+		return Home{Box: to, Since: l + 1, From: cur.Box, Moving: true}
 	}
-	last := info.State.LastSeq
-	next := Home{Box: to, Since: last + 1, From: cur.Box, Moving: true, At: f.clk.Now().UTC()}
-	raw, _ := json.Marshal(next)
-	rev2, err := f.homes.Update(ctx, hk, raw, rev)
+	rev2, err := f.switchHome(ctx, hk, cur, rev, to, next)
 	if err != nil {
-		return MoveResult{}, fmt.Errorf("switch the home of %s (changed meanwhile?): %w", hk, err)
+		return MoveResult{}, err
 	}
+	moving := next(last)
 	res := MoveResult{From: cur.Box, To: to, Since: last + 1}
+	imported := false
 	undo := func(cause error) (MoveResult, error) {
 		old, _ := json.Marshal(cur)
 		if _, err := f.homes.Update(context.WithoutCancel(ctx), hk, old, rev2); err != nil {
 			return res, fmt.Errorf("%w; and putting the old home back failed: %v (agentctl fleet home %s %s)", cause, err, conv, cur.Box)
+		}
+		if imported {
+			// The import may have happened (a lost reply): the new box
+			// must not keep a copy of what stays on the old one.
+			if _, err := f.request(context.WithoutCancel(ctx), to, "purge", ctlRequest{Channel: channel, Conv: conv}); err != nil {
+				f.log.Warn("fleet: a box may keep a copy after an undone move", "conversation", hk, "box", to, "err", err)
+			}
 		}
 		return res, fmt.Errorf("move of %s to %s undone: %w", conv, to, cause)
 	}
@@ -223,11 +236,13 @@ func (f *Fleet) Move(ctx context.Context, channel, conv, to string) (MoveResult,
 	}
 	res.Bytes = exp.Bytes
 	req.Object = exp.Object
+	imported = true
 	if _, err := f.request(ctx, to, "import", req); err != nil {
 		return undo(err)
 	}
-	next.Moving = false
-	raw, _ = json.Marshal(next)
+	moving.Moving = false
+	moving.At = f.clk.Now().UTC()
+	raw, _ := json.Marshal(moving)
 	if _, err := f.homes.Update(context.WithoutCancel(ctx), hk, raw, rev2); err != nil {
 		return undo(fmt.Errorf("commit the home: %w", err))
 	}
@@ -240,6 +255,89 @@ func (f *Fleet) Move(ctx context.Context, channel, conv, to string) (MoveResult,
 	res.Took = f.clk.Now().Sub(start)
 	f.log.Info("fleet: conversation moved", "conversation", hk, "from", cur.Box, "to", to, "since", res.Since, "bytes", res.Bytes, "took", res.Took)
 	return res, nil
+}
+
+// staleAfter is when an entry left Switching or Moving (its coordinator
+// died) may be replaced by agentctl fleet home.
+const staleAfter = ctlTimeout + time.Minute
+
+// settledUpTo reports whether box's consumer has settled every stream
+// message up to seq.
+func (f *Fleet) settledUpTo(ctx context.Context, box string, seq uint64) (bool, error) {
+	if box == f.cfg.Box && f.lastSeq.Load() >= seq {
+		return true, nil
+	}
+	c, err := f.js.Consumer(ctx, StreamName, "box_"+box)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return seq == 0, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		return false, err
+	}
+	return info.AckFloor.Stream >= seq, nil
+}
+
+// switchHome changes a conversation's home from cur (at revision rev) to
+// what next makes of the stream's last sequence. First the entry says
+// Switching (every box that may answer holds the conversation's messages
+// it has not settled), then the last sequence is read, then the new entry
+// is written: a message stored before the read belongs to the old home,
+// one after it to the new, and no box can have taken one under the other
+// entry. It returns the new revision.
+func (f *Fleet) switchHome(ctx context.Context, hk string, cur Home, rev uint64, to string, next func(last uint64) Home) (uint64, error) {
+	// The box that answered before cur.Since must have finished: the new
+	// entry will not remember it.
+	if cur.From != "" && cur.Since > 0 {
+		ok, err := f.settledUpTo(ctx, cur.From, cur.Since-1)
+		if err != nil {
+			return 0, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		}
+		if !ok {
+			return 0, fmt.Errorf("box %s has not yet taken this conversation's messages up to #%d (is it down?); try again when it has", cur.From, cur.Since-1)
+		}
+	}
+	hold := cur
+	hold.Switching, hold.At = to, f.clk.Now().UTC()
+	raw, _ := json.Marshal(hold)
+	rev1, err := f.homes.Update(ctx, hk, raw, rev)
+	if err != nil {
+		return 0, fmt.Errorf("switch the home of %s (changed meanwhile?): %w", hk, err)
+	}
+	restore := func(cause error) (uint64, error) {
+		old, _ := json.Marshal(cur)
+		if _, err := f.homes.Update(context.WithoutCancel(ctx), hk, old, rev1); err != nil {
+			return 0, fmt.Errorf("%w; and putting the old home back failed: %v", cause, err)
+		}
+		return 0, cause
+	}
+	info, err := f.stream.Info(ctx)
+	if err != nil {
+		return restore(fmt.Errorf("%w: %v", ErrUnavailable, err))
+	}
+	n := next(info.State.LastSeq)
+	n.At = f.clk.Now().UTC()
+	raw, _ = json.Marshal(n)
+	rev2, err := f.homes.Update(ctx, hk, raw, rev1)
+	if err != nil {
+		return restore(fmt.Errorf("switch the home of %s: %w", hk, err))
+	}
+	return rev2, nil
+}
+
+// knownBox checks that box has ever heartbeated into the fleet.
+func (f *Fleet) knownBox(ctx context.Context, box string) error {
+	_, err := f.boxes.Get(ctx, box)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("no box %s in the fleet (never seen; agentctl fleet status lists them)", box)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	return nil
 }
 
 // alive checks that box has a heartbeat younger than three periods.
@@ -272,32 +370,64 @@ func (f *Fleet) SetHome(ctx context.Context, channel, conv, box string) (Home, e
 	if err := f.ensure(ctx); err != nil {
 		return Home{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
+	if err := f.knownBox(ctx, box); err != nil {
+		return Home{}, err
+	}
 	hk := HomeKey(channel, conv)
 	cur, rev, ok, err := f.home(ctx, hk)
+	if errors.Is(err, errBadHome) {
+		ok, err = false, nil // replaced below
+	}
 	if err != nil {
 		return Home{}, err
 	}
 	h := Home{Box: box, At: f.clk.Now().UTC()}
 	if !ok {
 		raw, _ := json.Marshal(h)
-		if _, err := f.homes.Create(ctx, hk, raw); err != nil {
+		if rev == 0 {
+			_, err = f.homes.Create(ctx, hk, raw)
+		} else {
+			_, err = f.homes.Update(ctx, hk, raw, rev) // a bad entry
+		}
+		if err != nil {
 			return Home{}, fmt.Errorf("home of %s: %w", hk, err)
 		}
 		return h, nil
 	}
-	if cur.Moving {
-		return Home{}, fmt.Errorf("%s %s is being moved; try again when the move ends", channel, conv)
+	if cur.Moving || cur.Switching != "" {
+		if f.clk.Now().Sub(cur.At) < staleAfter {
+			return Home{}, fmt.Errorf("%s %s is being moved or rehomed; try again when that ends", channel, conv)
+		}
+		// Its coordinator died. A stale switch never took effect: the
+		// old entry again. A stale move keeps its split point: what
+		// came before stays the old box's, what came after is box's.
+		f.log.Warn("fleet: repairing an interrupted move or rehoming", "conversation", hk, "entry", cur)
+		fix := cur
+		fix.Switching, fix.Moving, fix.At = "", false, f.clk.Now().UTC()
+		if cur.Moving {
+			fix.Box = box
+			if box == cur.From {
+				fix = Home{Box: box, At: fix.At}
+			}
+		}
+		raw, _ := json.Marshal(fix)
+		if _, err := f.homes.Update(ctx, hk, raw, rev); err != nil {
+			return Home{}, fmt.Errorf("home of %s: %w", hk, err)
+		}
+		return fix, nil
 	}
-	info, err := f.stream.Info(ctx)
+	if cur.Box == box {
+		return cur, nil
+	}
+	var out Home
+	_, err = f.switchHome(ctx, hk, cur, rev, box, func(last uint64) Home {
+		out = Home{Box: box, Since: last + 1, From: cur.Box}
+		return out
+	})
 	if err != nil {
-		return Home{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return Home{}, err
 	}
-	h.Since, h.From = info.State.LastSeq+1, cur.Box
-	raw, _ := json.Marshal(h)
-	if _, err := f.homes.Update(ctx, hk, raw, rev); err != nil {
-		return Home{}, fmt.Errorf("home of %s (changed meanwhile?): %w", hk, err)
-	}
-	return h, nil
+	return out, nil
 }
 
 // HomeEntry is one conversation's home, for Status.

@@ -121,7 +121,17 @@ type Home struct {
 	Since  uint64    `json:"since,omitempty"` // stream sequence from which Box answers
 	From   string    `json:"from,omitempty"`  // the box that answers before Since
 	Moving bool      `json:"moving,omitempty"`
-	At     time.Time `json:"at"`
+	// Switching names the box a change of home is being prepared for:
+	// until the entry changes again, the conversation's messages not yet
+	// settled wait (every box that may answer them holds them).
+	Switching string    `json:"switching,omitempty"`
+	At        time.Time `json:"at"`
+}
+
+// involves reports whether box may answer a message of the conversation
+// while its entry is being switched or moved (otherwise it can pass it by).
+func (h Home) involves(box string) bool {
+	return box == h.Box || box == h.From || box == h.Switching
 }
 
 // Owner is the box that answers the message at stream sequence seq.
@@ -164,8 +174,11 @@ type Fleet struct {
 	known    map[string]bool // home keys known to exist
 	cons     jetstream.Consumer
 
-	lastSeq atomic.Uint64 // the last stream sequence this box settled
-	lag     atomic.Uint64
+	convLocks sync.Map // home key -> *sync.Mutex: one request of a move at a time per conversation (ctl.go)
+
+	lastSeq   atomic.Uint64 // the last stream sequence this box settled
+	lag       atomic.Uint64
+	consuming atomic.Bool // the durable consumer is set up and read
 }
 
 // New connects to NATS (in the background while it is down: the box
@@ -211,7 +224,8 @@ func New(cfg Config) (*Fleet, error) {
 	}, cfg.Options...)
 	nc, err := nats.Connect(cfg.URL, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("fleet: connect %s: %w", redactURL(cfg.URL), err)
+		// nats.go's errors quote the URL it could not parse.
+		return nil, fmt.Errorf("fleet: connect %s: %s", redactURL(cfg.URL), scrubURLs(err.Error(), cfg.URL))
 	}
 	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(5*time.Second))
 	if err != nil {
@@ -232,6 +246,11 @@ func (f *Fleet) Ingress() bool { return f.cfg.Ingress }
 // buckets are set up.
 func (f *Fleet) Connected() bool { return f.ready.Load() && f.nc.IsConnected() }
 
+// Consuming reports whether this box reads its messages (its durable
+// consumer is set up): false while NATS is down, or when the server
+// refuses the consumer.
+func (f *Fleet) Consuming() bool { return f.consuming.Load() && f.Connected() }
+
 // Lag is how many stream messages this box has not read yet (as of the
 // last heartbeat).
 func (f *Fleet) Lag() uint64 { return f.lag.Load() }
@@ -240,8 +259,8 @@ func (f *Fleet) Lag() uint64 { return f.lag.Load() }
 func (f *Fleet) Close() { f.nc.Close() }
 
 // Handle registers the delivery of a channel's messages into this box's
-// inbox, before Run: a message of a channel without a handler is dropped
-// (logged).
+// inbox, before Run: a message for this box of a channel without a
+// handler waits (logged).
 func (f *Fleet) Handle(channel string, h Handler) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -333,9 +352,11 @@ func lookupOrCreate[T any](ctx context.Context, lookup, create func(context.Cont
 // whether the message was new (not a duplicate within the window). It
 // returns ErrUnavailable (wrapped) when it cannot persist.
 func (f *Fleet) Publish(ctx context.Context, channel, conv, key string, payload []byte) (bool, error) {
-	if !f.ready.Load() {
-		if err := f.ensure(ctx); err != nil {
-			return false, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	// Run sets the fleet up (and again after NATS comes back); a callback
+	// waits for that no longer than its own deadline.
+	for !f.ready.Load() {
+		if !sleep(ctx, f.clk, 20*time.Millisecond) {
+			return false, fmt.Errorf("%w: not set up yet", ErrUnavailable)
 		}
 	}
 	subj, err := Subject(channel, conv)
@@ -391,8 +412,11 @@ func (f *Fleet) home(ctx context.Context, hk string) (Home, uint64, bool, error)
 		return Home{}, 0, false, err
 	}
 	var h Home
-	if err := json.Unmarshal(e.Value(), &h); err != nil || !ValidBox(h.Box) {
-		return Home{}, 0, false, fmt.Errorf("fleet: home of %s is not valid: %q", hk, e.Value())
+	if err := json.Unmarshal(e.Value(), &h); err != nil || !ValidBox(h.Box) || (h.From != "" && !ValidBox(h.From)) ||
+		(h.Switching != "" && !ValidBox(h.Switching)) {
+		// Not the fleet's writing: as if there were none (the ingress's
+		// rule), rather than hold the conversation (and the box) forever.
+		return Home{}, e.Revision(), false, fmt.Errorf("%w: the home of %s is not valid (%.64q); agentctl fleet home sets it again", errBadHome, hk, e.Value())
 	}
 	return h, e.Revision(), true, nil
 }
@@ -451,7 +475,8 @@ func (f *Fleet) consume(ctx context.Context) error {
 		AckWait:       f.cfg.AckWait,
 		MaxAckPending: 1, // in order: the next message only after this one is settled
 		DeliverPolicy: jetstream.DeliverAllPolicy,
-		Replicas:      f.cfg.Replicas,
+		// Replicas 0: the stream's (whatever replicas the box that
+		// created it had).
 	})
 	if err != nil {
 		return fmt.Errorf("consumer: %w", err)
@@ -463,6 +488,8 @@ func (f *Fleet) consume(ctx context.Context) error {
 	if info, err := cons.Info(ctx); err == nil {
 		f.settled(info.AckFloor.Stream)
 	}
+	f.consuming.Store(true)
+	defer f.consuming.Store(false)
 	// Short pulls with heartbeats: after a NATS node is lost (or the
 	// consumer's leader moved) the pull is renewed within seconds.
 	it, err := cons.Messages(jetstream.PullMaxMessages(1), jetstream.PullExpiry(5*time.Second), jetstream.PullHeartbeat(time.Second))
@@ -515,6 +542,10 @@ func (f *Fleet) handle(ctx context.Context, msg jetstream.Msg) {
 	var owner string
 	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
 		h, _, ok, err := f.home(ctx, hk)
+		if errors.Is(err, errBadHome) {
+			f.log.Error("fleet: routing by the ingress's rule", "err", err)
+			ok, err = false, nil
+		}
 		switch {
 		case err != nil:
 			f.log.Warn("fleet: cannot read a home; retrying", "conversation", hk, "err", err)
@@ -531,8 +562,10 @@ func (f *Fleet) handle(ctx context.Context, msg jetstream.Msg) {
 				f.settled(seq)
 				return
 			}
-		case h.Moving && seq >= h.Since:
-			wait = 100 * time.Millisecond // a move takes seconds: look often
+		case (h.Switching != "" || (h.Moving && seq >= h.Since)) && !h.involves(f.cfg.Box):
+			owner = h.Box // another box's, whatever comes of the switch
+		case h.Switching != "", h.Moving && seq >= h.Since:
+			wait = 100 * time.Millisecond // a switch takes moments, a move seconds: look often
 		default:
 			owner = h.Owner(seq)
 		}
@@ -549,13 +582,18 @@ func (f *Fleet) handle(ctx context.Context, msg jetstream.Msg) {
 		f.settled(seq)
 		return
 	}
-	h := f.handler(channel)
-	if h == nil {
-		// Channels register before Run: this box cannot answer it, ever.
-		f.log.Error("fleet: message of a channel this box does not run dropped", "channel", channel, "conversation", hk, "seq", seq)
-		msg.Term()
-		f.settled(seq)
-		return
+	var h Handler
+	for wait := time.Second; ; wait = min(2*wait, time.Minute) {
+		if h = f.handler(channel); h != nil {
+			break
+		}
+		// Its users are homed here: they wait for the channel (a box
+		// configured without it is told so on every try).
+		f.log.Error("fleet: a message for this box waits: the channel does not run here", "channel", channel, "conversation", hk, "seq", seq)
+		msg.InProgress()
+		if !sleep(ctx, f.clk, wait) {
+			return
+		}
 	}
 	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 10*time.Second) {
 		if err = h(ctx, conv, msg.Data()); err == nil {
@@ -578,6 +616,9 @@ func (f *Fleet) handle(ctx context.Context, msg jetstream.Msg) {
 	}
 	f.settled(seq)
 }
+
+// errBadHome is a home entry the fleet did not write.
+var errBadHome = errors.New("fleet: bad home entry")
 
 // ErrRejected is what a Handler returns (wrapped) for a message it can
 // never take (malformed): it is dropped, not retried.
@@ -622,6 +663,24 @@ func (f *Fleet) beat(ctx context.Context) {
 	if _, err := f.boxes.Put(ctx, f.cfg.Box, raw); err != nil && ctx.Err() == nil {
 		f.log.Warn("fleet: heartbeat not written", "err", err)
 	}
+}
+
+// scrubURLs replaces in msg each URL of urls, and the user information of
+// each, by its redacted form.
+func scrubURLs(msg, urls string) string {
+	for _, u := range strings.Split(urls, ",") {
+		u = strings.TrimSpace(u)
+		if u == "" {
+			continue
+		}
+		msg = strings.ReplaceAll(msg, u, redactURL(u))
+		if s := strings.Index(u, "://"); s >= 0 {
+			if at := strings.LastIndex(u, "@"); at > s+3 {
+				msg = strings.ReplaceAll(msg, u[s+3:at], "***")
+			}
+		}
+	}
+	return msg
 }
 
 // redactURL hides passwords in NATS URLs for messages.

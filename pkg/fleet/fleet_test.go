@@ -155,6 +155,7 @@ func TestHomesRouteMessages(t *testing.T) {
 	a.start()
 	b.start()
 	ctx := context.Background()
+	waitBoxes(t, a.f, 2) // homes go to boxes the fleet has seen
 	if _, err := a.f.SetHome(ctx, "wecom", "bob", "b"); err != nil {
 		t.Fatal(err)
 	}

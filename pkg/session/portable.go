@@ -15,6 +15,7 @@ type PortableSession struct {
 	CreatedAt int64             `json:"created_at"`
 	LastAt    int64             `json:"last_at"`
 	ClosedAt  *int64            `json:"closed_at,omitempty"`
+	MemorySeq int64             `json:"memory_seq,omitempty"` // messages up to here are in long-term memory already
 	Messages  []PortableMessage `json:"messages"`
 }
 
@@ -36,7 +37,7 @@ func (s *Store) Export(ctx context.Context, key Key) ([]PortableSession, error) 
 	if _, err := ParseKey(string(key)); err != nil {
 		return nil, err
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT id, created_at, last_at, closed_at FROM sessions WHERE key = ? ORDER BY id`, string(key))
+	rows, err := s.db.QueryContext(ctx, `SELECT id, created_at, last_at, closed_at, memory_seq FROM sessions WHERE key = ? ORDER BY id`, string(key))
 	if err != nil {
 		return nil, fmt.Errorf("session: export %s: %w", key, err)
 	}
@@ -46,7 +47,7 @@ func (s *Store) Export(ctx context.Context, key Key) ([]PortableSession, error) 
 		var id int64
 		var p PortableSession
 		var closed sql.NullInt64
-		if err := rows.Scan(&id, &p.CreatedAt, &p.LastAt, &closed); err != nil {
+		if err := rows.Scan(&id, &p.CreatedAt, &p.LastAt, &closed, &p.MemorySeq); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("session: export %s: %w", key, err)
 		}
@@ -91,7 +92,11 @@ func (s *Store) Export(ctx context.Context, key Key) ([]PortableSession, error) 
 
 // Import adds sessions to key in one transaction, after the sessions key
 // already has (a session open here is closed: at most one of the imported
-// can be open). It returns how many messages were added.
+// can be open). A session key already has (the same start, end and
+// length) is skipped: an import repeated after a failure adds
+// nothing twice. Messages are numbered 1..n again in their order, and
+// what was already compressed into memory (MemorySeq) stays so. It
+// returns how many messages were added.
 func (s *Store) Import(ctx context.Context, key Key, sessions []PortableSession) (int, error) {
 	if _, err := ParseKey(string(key)); err != nil {
 		return 0, err
@@ -101,10 +106,35 @@ func (s *Store) Import(ctx context.Context, key Key, sessions []PortableSession)
 		return 0, fmt.Errorf("session: import %s: %w", key, err)
 	}
 	defer tx.Rollback()
+	// A session is known by when it began and ended and its length; only
+	// those here before this import count (two of one snapshot may agree).
+	type ident struct{ created, last, n int64 }
+	have := map[ident]bool{}
+	rows, err := tx.QueryContext(ctx, `SELECT created_at, last_at, message_count FROM sessions WHERE key = ?`, string(key))
+	if err != nil {
+		return 0, fmt.Errorf("session: import %s: %w", key, err)
+	}
+	for rows.Next() {
+		var id ident
+		if err := rows.Scan(&id.created, &id.last, &id.n); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("session: import %s: %w", key, err)
+		}
+		have[id] = true
+	}
+	rows.Close()
 	now := s.nowMS()
 	n := 0
 	opened := false
 	for _, p := range sessions {
+		if have[ident{p.CreatedAt, p.LastAt, int64(len(p.Messages))}] {
+			continue
+		}
+		for _, m := range p.Messages {
+			if m.Role == "" {
+				return 0, fmt.Errorf("session: import %s: a message has no role", key)
+			}
+		}
 		closed := sql.NullInt64{}
 		if p.ClosedAt != nil {
 			closed = sql.NullInt64{Int64: *p.ClosedAt, Valid: true}
@@ -117,15 +147,20 @@ func (s *Store) Import(ctx context.Context, key Key, sessions []PortableSession)
 				return 0, fmt.Errorf("session: import %s: %w", key, err)
 			}
 		}
+		// memory_seq counts the messages already compressed: renumbered,
+		// it is the number of those with a sequence number up to it.
+		var memSeq int64
+		for _, m := range p.Messages {
+			if m.Seq <= p.MemorySeq {
+				memSeq++
+			}
+		}
 		var id int64
-		if err := tx.QueryRowContext(ctx, `INSERT INTO sessions(key, created_at, last_at, closed_at, message_count) VALUES (?, ?, ?, ?, ?) RETURNING id`,
-			string(key), p.CreatedAt, p.LastAt, closed, len(p.Messages)).Scan(&id); err != nil {
+		if err := tx.QueryRowContext(ctx, `INSERT INTO sessions(key, created_at, last_at, closed_at, message_count, memory_seq) VALUES (?, ?, ?, ?, ?, ?) RETURNING id`,
+			string(key), p.CreatedAt, p.LastAt, closed, len(p.Messages), memSeq).Scan(&id); err != nil {
 			return 0, fmt.Errorf("session: import %s: %w", key, err)
 		}
-		for _, m := range p.Messages {
-			if m.Role == "" {
-				return 0, fmt.Errorf("session: import %s: a message has no role", key)
-			}
+		for i, m := range p.Messages {
 			var parts, calls sql.NullString
 			if m.Parts != nil {
 				parts = sql.NullString{String: *m.Parts, Valid: true}
@@ -134,7 +169,7 @@ func (s *Store) Import(ctx context.Context, key Key, sessions []PortableSession)
 				calls = sql.NullString{String: *m.ToolCalls, Valid: true}
 			}
 			if _, err := tx.ExecContext(ctx, `INSERT INTO session_messages(session_id, seq, role, content, parts, name, tool_calls, tool_call_id, reasoning_content, created_at)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, id, m.Seq, m.Role, m.Content, parts, m.Name, calls, m.ToolCallID, m.Reasoning, m.CreatedAt); err != nil {
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, id, i+1, m.Role, m.Content, parts, m.Name, calls, m.ToolCallID, m.Reasoning, m.CreatedAt); err != nil {
 				return 0, fmt.Errorf("session: import %s: %w", key, err)
 			}
 			n++

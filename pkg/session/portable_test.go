@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"testing"
+	"time"
 
 	"agent/pkg/llm"
 )
@@ -26,7 +27,8 @@ func TestExportImportPurge(t *testing.T) {
 		t.Fatalf("export: %+v, %v", exp, err)
 	}
 
-	dst, _ := newStore(t)
+	dst, dclk := newStore(t)
+	dclk.advance(time.Hour)
 	own, _ := dst.Current(ctx, key) // the user wrote here before
 	dst.Append(ctx, own.ID, llm.Message{Role: llm.RoleUser, Content: "old here"})
 	dst.Window(ctx, own.ID, 10) // cached
