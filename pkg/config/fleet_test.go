@@ -26,14 +26,14 @@ func TestFleetValidation(t *testing.T) {
 		return strings.Join(k, " ")
 	}
 	for _, c := range []struct{ text, want string }{
-		{wecomOn+"[fleet]\nenabled = true", "fleet.nats_url fleet.box"},
-		{wecomOn+"[fleet]\nenabled = true\nbox = \"a.b\"\nnats_url = \"nats://h:4222\"", "fleet.box"},
-		{wecomOn+"[fleet]\nenabled = true\nbox = \"a\"\nnats_url = \"http://h:4222\"", "fleet.nats_url"},
-		{wecomOn+"[fleet]\nenabled = true\nbox = \"a\"\nnats_url = \"nats://h:4222,h2\"", "fleet.nats_url"},
-		{wecomOn+"[fleet]\nenabled = true\nbox = \"a\"\nnats_url = \"nats://h\"\nreplicas = 0", "fleet.replicas"},
-		{wecomOn+"[fleet]\nenabled = true\nbox = \"a\"\nnats_url = \"nats://h\"\ndefault_home = \"*\"", "fleet.default_home"},
-		{wecomOn+"[fleet]\nenabled = true\nbox = \"a\"\nnats_url = \"nats://h\"\ncredentials_file = \"missing.creds\"", "fleet.credentials_file"},
-		{wecomOn+"[fleet]\nenabled = true\nbox = \"a\"\nnats_url = \"nats://h\"\ntls_cert_file = \"/etc/hostname\"", "fleet.tls_key_file"},
+		{wecomOn + "[fleet]\nenabled = true", "fleet.nats_url fleet.box"},
+		{wecomOn + "[fleet]\nenabled = true\nbox = \"a.b\"\nnats_url = \"nats://h:4222\"", "fleet.box"},
+		{wecomOn + "[fleet]\nenabled = true\nbox = \"a\"\nnats_url = \"http://h:4222\"", "fleet.nats_url"},
+		{wecomOn + "[fleet]\nenabled = true\nbox = \"a\"\nnats_url = \"nats://h:4222,h2\"", "fleet.nats_url"},
+		{wecomOn + "[fleet]\nenabled = true\nbox = \"a\"\nnats_url = \"nats://h\"\nreplicas = 0", "fleet.replicas"},
+		{wecomOn + "[fleet]\nenabled = true\nbox = \"a\"\nnats_url = \"nats://h\"\ndefault_home = \"*\"", "fleet.default_home"},
+		{wecomOn + "[fleet]\nenabled = true\nbox = \"a\"\nnats_url = \"nats://h\"\ncredentials_file = \"missing.creds\"", "fleet.credentials_file"},
+		{wecomOn + "[fleet]\nenabled = true\nbox = \"a\"\nnats_url = \"nats://h\"\ntls_cert_file = \"/etc/hostname\"", "fleet.tls_key_file"},
 	} {
 		if got := keys(problems(t, c.text, nil)); got != c.want {
 			t.Errorf("%q: problems at %q, want %q", c.text, got, c.want)

@@ -120,14 +120,16 @@ func (c *Config) Secrets() []string {
 		}
 	}
 	configSecrets().each(reflect.ValueOf(c).Elem(), add)
-	// fleet.nats_url is a secret as a whole; each URL's password, or its
-	// user (NATS takes a token there), is one too: an error may name it
-	// alone.
+	// fleet.nats_url is a secret as a whole; each URL's password is one
+	// too (an error may name it alone), and so is a user without a
+	// password (NATS takes a token there); a user name with a password
+	// is not (scrubbing "agent" would mangle every log line).
 	for _, u := range strings.Split(c.Fleet.NATSURL, ",") {
 		if pu, err := url.Parse(strings.TrimSpace(u)); err == nil && pu.User != nil {
-			add(pu.User.Username())
 			if pw, ok := pu.User.Password(); ok {
 				add(pw)
+			} else {
+				add(pu.User.Username())
 			}
 		}
 	}

@@ -3,9 +3,11 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -79,6 +81,9 @@ func (d *Daemon) startFleet(cfg *config.Config) {
 		if !f.Consuming() {
 			return errors.New("this box does not read its messages from the fleet's stream (its durable consumer is not set up: journalctl -u agent -g fleet)")
 		}
+		if hk, since := f.Holding(); hk != "" && d.now().Sub(since) > time.Minute {
+			return fmt.Errorf("this box's queue has waited %s on %s, which is being moved or rehomed (an abandoned move is undone a minute after its coordinator stops; agentctl fleet status)", d.now().Sub(since).Round(time.Second), hk)
+		}
 		return nil
 	})
 	labels := metrics.Labels{"box": fc.Box}
@@ -117,17 +122,23 @@ func (d *Daemon) runFleet(ctx context.Context) func() {
 // fleetLocal is this box's part of the fleet (fleet.Local).
 type fleetLocal struct{ d *Daemon }
 
+// Drained: no message of the conversation waits in the inbox (or is in a
+// running turn), and none of its replies waits in the outbox (the new box
+// must not answer before them).
 func (l fleetLocal) Drained(ctx context.Context, channel, conv string) (bool, error) {
 	q := `SELECT count(*) FROM inbox WHERE channel = ? AND state = 0 AND sender = ? AND chat_id = ''`
 	id := conv
 	if chat, ok := strings.CutPrefix(conv, assistant.GroupPrefix); ok {
 		q, id = `SELECT count(*) FROM inbox WHERE channel = ? AND state = 0 AND chat_id = ?`, chat
 	}
-	var n int
+	var n, out int
 	if err := l.d.store.DB().QueryRowContext(ctx, q, channel, id).Scan(&n); err != nil {
 		return false, err
 	}
-	return n == 0, nil
+	if err := l.d.store.DB().QueryRowContext(ctx, `SELECT count(*) FROM outbox WHERE channel = ? AND to_user = ? AND state IN (0, 3)`, channel, id).Scan(&out); err != nil {
+		return false, err
+	}
+	return n == 0 && out == 0, nil
 }
 
 func (l fleetLocal) Export(ctx context.Context, channel, conv string) ([]byte, error) {

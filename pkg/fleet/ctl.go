@@ -35,6 +35,34 @@ const (
 	ctlTimeout    = drainTimeout + settleTimeout + time.Minute
 )
 
+// onCtl takes a request in the order NATS delivered it: the requests of
+// one conversation run one after another in that order (the purge of an
+// undone move after the import it undoes), others in parallel.
+func (f *Fleet) onCtl(ctx context.Context, m *nats.Msg) {
+	var req ctlRequest
+	json.Unmarshal(m.Data, &req)
+	key := HomeKey(req.Channel, req.Conv)
+	done := make(chan struct{})
+	f.ctlMu.Lock()
+	prev := f.ctlTail[key]
+	f.ctlTail[key] = done
+	f.ctlMu.Unlock()
+	go func() {
+		defer func() {
+			close(done)
+			f.ctlMu.Lock()
+			if f.ctlTail[key] == done {
+				delete(f.ctlTail, key)
+			}
+			f.ctlMu.Unlock()
+		}()
+		if prev != nil {
+			<-prev
+		}
+		f.serveCtl(ctx, m)
+	}()
+}
+
 func (f *Fleet) serveCtl(ctx context.Context, m *nats.Msg) {
 	op := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
 	var req ctlRequest
@@ -42,14 +70,9 @@ func (f *Fleet) serveCtl(ctx context.Context, m *nats.Msg) {
 	err := json.Unmarshal(m.Data, &req)
 	if err == nil {
 		if _, err = Subject(req.Channel, req.Conv); err == nil {
-			// One request at a time per conversation: the purge of an
-			// undone move waits for the import it undoes.
-			mu, _ := f.convLocks.LoadOrStore(HomeKey(req.Channel, req.Conv), &sync.Mutex{})
-			mu.(*sync.Mutex).Lock()
 			rctx, cancel := context.WithTimeout(ctx, ctlTimeout)
 			rep, err = f.ctl(rctx, op, req)
 			cancel()
-			mu.(*sync.Mutex).Unlock()
 		}
 	}
 	if err != nil {
@@ -215,17 +238,50 @@ func (f *Fleet) Move(ctx context.Context, channel, conv, to string) (MoveResult,
 	moving := next(last)
 	res := MoveResult{From: cur.Box, To: to, Since: last + 1}
 	imported := false
-	undo := func(cause error) (MoveResult, error) {
-		old, _ := json.Marshal(cur)
-		if _, err := f.homes.Update(context.WithoutCancel(ctx), hk, old, rev2); err != nil {
-			return res, fmt.Errorf("%w; and putting the old home back failed: %v (agentctl fleet home %s %s)", cause, err, conv, cur.Box)
+	// While it works, the entry's time is refreshed: a box that finds it
+	// older than staleAfter takes the coordinator for dead and undoes it.
+	var revMu sync.Mutex
+	stopAlive := make(chan struct{})
+	aliveDone := make(chan struct{})
+	go func() {
+		defer close(aliveDone)
+		for {
+			select {
+			case <-stopAlive:
+				return
+			case <-f.clk.After(keepAlive):
+			}
+			revMu.Lock()
+			m := moving
+			m.At = f.clk.Now().UTC()
+			raw, _ := json.Marshal(m)
+			if r, err := f.homes.Update(context.WithoutCancel(ctx), hk, raw, rev2); err == nil {
+				rev2 = r
+			}
+			revMu.Unlock()
 		}
+	}()
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			close(stopAlive)
+			<-aliveDone
+		}
+	}
+	defer stop()
+	undo := func(cause error) (MoveResult, error) {
+		stop()
 		if imported {
 			// The import may have happened (a lost reply): the new box
 			// must not keep a copy of what stays on the old one.
 			if _, err := f.request(context.WithoutCancel(ctx), to, "purge", ctlRequest{Channel: channel, Conv: conv}); err != nil {
 				f.log.Warn("fleet: a box may keep a copy after an undone move", "conversation", hk, "box", to, "err", err)
 			}
+		}
+		old, _ := json.Marshal(cur)
+		if _, err := f.homes.Update(context.WithoutCancel(ctx), hk, old, rev2); err != nil {
+			return res, fmt.Errorf("%w; and putting the old home back failed: %v (agentctl fleet home %s %s)", cause, err, conv, cur.Box)
 		}
 		return res, fmt.Errorf("move of %s to %s undone: %w", conv, to, cause)
 	}
@@ -240,6 +296,7 @@ func (f *Fleet) Move(ctx context.Context, channel, conv, to string) (MoveResult,
 	if _, err := f.request(ctx, to, "import", req); err != nil {
 		return undo(err)
 	}
+	stop()
 	moving.Moving = false
 	moving.At = f.clk.Now().UTC()
 	raw, _ := json.Marshal(moving)
@@ -258,8 +315,34 @@ func (f *Fleet) Move(ctx context.Context, channel, conv, to string) (MoveResult,
 }
 
 // staleAfter is when an entry left Switching or Moving (its coordinator
-// died) may be replaced by agentctl fleet home.
-const staleAfter = ctlTimeout + time.Minute
+// died) counts as abandoned: a box it holds undoes it, agentctl fleet home
+// may replace it. A move's coordinator refreshes the entry every
+// keepAlive while it works.
+const (
+	staleAfter = time.Minute
+	keepAlive  = 15 * time.Second
+)
+
+// repairStale undoes an abandoned switch or move of hk: a switch never
+// took effect (the entry without Switching), a move never committed (the
+// old box, which still holds the data, again). Compare-and-set: a live
+// coordinator's refresh wins.
+func (f *Fleet) repairStale(ctx context.Context, hk string) {
+	h, rev, ok, err := f.home(ctx, hk)
+	if err != nil || !ok || (h.Switching == "" && !h.Moving) || f.clk.Now().Sub(h.At) <= staleAfter {
+		return
+	}
+	fix := h
+	fix.Switching = ""
+	if h.Moving {
+		fix = Home{Box: h.From}
+	}
+	fix.At = f.clk.Now().UTC()
+	raw, _ := json.Marshal(fix)
+	if _, err := f.homes.Update(ctx, hk, raw, rev); err == nil {
+		f.log.Warn("fleet: an abandoned move or rehoming undone", "conversation", hk, "was", h, "now", fix)
+	}
+}
 
 // settledUpTo reports whether box's consumer has settled every stream
 // message up to seq.
@@ -269,7 +352,13 @@ func (f *Fleet) settledUpTo(ctx context.Context, box string, seq uint64) (bool, 
 	}
 	c, err := f.js.Consumer(ctx, StreamName, "box_"+box)
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return seq == 0, nil
+		if _, err := f.boxes.Get(ctx, box); err != nil {
+			return false, nil // never started yet: it will read them
+		}
+		// A box that ran and has no consumer was retired (nats consumer
+		// rm AGENT_INBOX box_NAME): what it never read is given up.
+		f.log.Warn("fleet: a retired box's unread messages are given up", "box", box, "up_to", seq)
+		return true, nil
 	}
 	if err != nil {
 		return false, err
@@ -297,7 +386,7 @@ func (f *Fleet) switchHome(ctx context.Context, hk string, cur Home, rev uint64,
 			return 0, fmt.Errorf("%w: %v", ErrUnavailable, err)
 		}
 		if !ok {
-			return 0, fmt.Errorf("box %s has not yet taken this conversation's messages up to #%d (is it down?); try again when it has", cur.From, cur.Since-1)
+			return 0, fmt.Errorf("box %s has not yet taken this conversation's messages up to #%d (is it down?); try again when it has, or retire the box (nats consumer rm %s box_%s) to give them up", cur.From, cur.Since-1, StreamName, cur.From)
 		}
 	}
 	hold := cur
@@ -395,12 +484,13 @@ func (f *Fleet) SetHome(ctx context.Context, channel, conv, box string) (Home, e
 		return h, nil
 	}
 	if cur.Moving || cur.Switching != "" {
-		if f.clk.Now().Sub(cur.At) < staleAfter {
+		if f.clk.Now().Sub(cur.At) <= staleAfter {
 			return Home{}, fmt.Errorf("%s %s is being moved or rehomed; try again when that ends", channel, conv)
 		}
 		// Its coordinator died. A stale switch never took effect: the
-		// old entry again. A stale move keeps its split point: what
-		// came before stays the old box's, what came after is box's.
+		// entry without it, then the switch asked for now. A stale move
+		// keeps its split point: what came before stays the old box's,
+		// what came after is box's.
 		f.log.Warn("fleet: repairing an interrupted move or rehoming", "conversation", hk, "entry", cur)
 		fix := cur
 		fix.Switching, fix.Moving, fix.At = "", false, f.clk.Now().UTC()
@@ -411,10 +501,14 @@ func (f *Fleet) SetHome(ctx context.Context, channel, conv, box string) (Home, e
 			}
 		}
 		raw, _ := json.Marshal(fix)
-		if _, err := f.homes.Update(ctx, hk, raw, rev); err != nil {
+		r, err := f.homes.Update(ctx, hk, raw, rev)
+		if err != nil {
 			return Home{}, fmt.Errorf("home of %s: %w", hk, err)
 		}
-		return fix, nil
+		if cur.Moving {
+			return fix, nil
+		}
+		cur, rev = fix, r
 	}
 	if cur.Box == box {
 		return cur, nil

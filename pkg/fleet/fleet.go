@@ -58,6 +58,7 @@ const (
 	MovesBucket  = "agent_moves"
 	ctlRoot      = "agent.ctl"
 	headerIngres = "Agent-Ingress"
+	headerHome   = "Agent-Home" // the home the ingress gives a conversation seen first
 )
 
 // Defaults of Config.
@@ -117,10 +118,10 @@ type Local interface {
 
 // Home is a conversation's entry in agent_homes.
 type Home struct {
-	Box    string    `json:"box"`
-	Since  uint64    `json:"since,omitempty"` // stream sequence from which Box answers
-	From   string    `json:"from,omitempty"`  // the box that answers before Since
-	Moving bool      `json:"moving,omitempty"`
+	Box    string `json:"box"`
+	Since  uint64 `json:"since,omitempty"` // stream sequence from which Box answers
+	From   string `json:"from,omitempty"`  // the box that answers before Since
+	Moving bool   `json:"moving,omitempty"`
 	// Switching names the box a change of home is being prepared for:
 	// until the entry changes again, the conversation's messages not yet
 	// settled wait (every box that may answer them holds them).
@@ -174,11 +175,36 @@ type Fleet struct {
 	known    map[string]bool // home keys known to exist
 	cons     jetstream.Consumer
 
-	convLocks sync.Map // home key -> *sync.Mutex: one request of a move at a time per conversation (ctl.go)
+	ctlMu   sync.Mutex
+	ctlTail map[string]chan struct{} // home key -> the last request of it taken (ctl.go)
 
 	lastSeq   atomic.Uint64 // the last stream sequence this box settled
 	lag       atomic.Uint64
 	consuming atomic.Bool // the durable consumer is set up and read
+
+	holdMu    sync.Mutex
+	holding   string    // the conversation whose message the consumer waits on
+	holdSince time.Time // since when
+}
+
+// hold records that the consumer waits on a message of hk ("": it does
+// not).
+func (f *Fleet) hold(hk string) {
+	f.holdMu.Lock()
+	defer f.holdMu.Unlock()
+	if hk == f.holding {
+		return
+	}
+	f.holding = hk
+	f.holdSince = f.clk.Now()
+}
+
+// Holding is the conversation whose message this box's queue waits on
+// (being moved or rehomed) and since when; "" when it waits on none.
+func (f *Fleet) Holding() (string, time.Time) {
+	f.holdMu.Lock()
+	defer f.holdMu.Unlock()
+	return f.holding, f.holdSince
 }
 
 // New connects to NATS (in the background while it is down: the box
@@ -206,7 +232,7 @@ func New(cfg Config) (*Fleet, error) {
 	if cfg.AckWait <= 0 {
 		cfg.AckWait = DefaultAckWait
 	}
-	f := &Fleet{cfg: cfg, log: cfg.Logger, clk: clock.Or(cfg.Clock), handlers: map[string]Handler{}, known: map[string]bool{}}
+	f := &Fleet{cfg: cfg, log: cfg.Logger, clk: clock.Or(cfg.Clock), handlers: map[string]Handler{}, known: map[string]bool{}, ctlTail: map[string]chan struct{}{}}
 	if f.log == nil {
 		f.log = slog.New(slog.DiscardHandler)
 	}
@@ -370,6 +396,7 @@ func (f *Fleet) Publish(ctx context.Context, channel, conv, key string, payload 
 	msg := nats.NewMsg(subj)
 	msg.Data = payload
 	msg.Header.Set(headerIngres, f.cfg.Box)
+	msg.Header.Set(headerHome, f.defaultHome())
 	ack, err := f.js.PublishMsg(ctx, msg, jetstream.WithMsgID(channel+":"+key), jetstream.WithExpectStream(StreamName))
 	if err != nil {
 		return false, fmt.Errorf("%w: publish: %v", ErrUnavailable, err)
@@ -385,11 +412,7 @@ func (f *Fleet) ensureHome(ctx context.Context, hk string) error {
 	if known {
 		return nil
 	}
-	box := f.cfg.DefaultHome
-	if box == "" {
-		box = f.cfg.Box
-	}
-	b, _ := json.Marshal(Home{Box: box, At: f.clk.Now().UTC()})
+	b, _ := json.Marshal(Home{Box: f.defaultHome(), At: f.clk.Now().UTC()})
 	if _, err := f.homes.Create(ctx, hk, b); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
 		return fmt.Errorf("home of %s: %w", hk, err)
 	}
@@ -400,6 +423,15 @@ func (f *Fleet) ensureHome(ctx context.Context, hk string) error {
 	f.known[hk] = true
 	f.mu.Unlock()
 	return nil
+}
+
+// defaultHome is the home of a conversation seen first (the ingress's
+// rule, which only the ingress's configuration sets).
+func (f *Fleet) defaultHome() string {
+	if f.cfg.DefaultHome != "" {
+		return f.cfg.DefaultHome
+	}
+	return f.cfg.Box
 }
 
 // home reads a conversation's entry; ok is false when it has none.
@@ -438,7 +470,7 @@ func (f *Fleet) Run(ctx context.Context, local Local) error {
 			return nil
 		}
 	}
-	sub, err := f.nc.Subscribe(ctlRoot+"."+f.cfg.Box+".*", func(m *nats.Msg) { go f.serveCtl(ctx, m) })
+	sub, err := f.nc.Subscribe(ctlRoot+"."+f.cfg.Box+".*", func(m *nats.Msg) { f.onCtl(ctx, m) })
 	if err != nil {
 		return fmt.Errorf("fleet: control subscription: %w", err)
 	}
@@ -551,9 +583,11 @@ func (f *Fleet) handle(ctx context.Context, msg jetstream.Msg) {
 			f.log.Warn("fleet: cannot read a home; retrying", "conversation", hk, "err", err)
 		case !ok:
 			// Homed by the ingress before it published; an entry deleted
-			// by hand: the ingress's rule again.
-			owner = f.cfg.DefaultHome
-			if owner == "" {
+			// by hand: the home the ingress chose, as its message says
+			// (every box reads the same; its own default_home means
+			// nothing here).
+			owner = msg.Headers().Get(headerHome)
+			if !ValidBox(owner) {
 				owner = msg.Headers().Get(headerIngres)
 			}
 			if !ValidBox(owner) {
@@ -566,17 +600,24 @@ func (f *Fleet) handle(ctx context.Context, msg jetstream.Msg) {
 			owner = h.Box // another box's, whatever comes of the switch
 		case h.Switching != "", h.Moving && seq >= h.Since:
 			wait = 100 * time.Millisecond // a switch takes moments, a move seconds: look often
+			if f.clk.Now().Sub(h.At) > staleAfter {
+				// Its coordinator is gone (a move's coordinator refreshes
+				// the entry while it works): undo it, as it would have.
+				f.repairStale(ctx, hk)
+			}
 		default:
 			owner = h.Owner(seq)
 		}
 		if owner != "" {
 			break
 		}
+		f.hold(hk)
 		msg.InProgress()
 		if !sleep(ctx, f.clk, wait) {
 			return
 		}
 	}
+	f.hold("")
 	if owner != f.cfg.Box {
 		msg.Ack()
 		f.settled(seq)
