@@ -399,7 +399,7 @@ func TestReview22SetHomeRaceDuplicatesOrLoses(t *testing.T) {
 			if _, err := a.f.Publish(ctx, "wecom", "r", k, payload); err == nil {
 				sent = append(sent, k)
 			}
-			time.Sleep(200 * time.Microsecond)
+			time.Sleep(publishPause)
 		}
 	}()
 	to := "b"
@@ -599,7 +599,7 @@ func TestReview22MoveRaceDuplicatesOrLoses(t *testing.T) {
 			if _, err := a.f.Publish(ctx, "wecom", "r", k, payload); err == nil {
 				sent = append(sent, k)
 			}
-			time.Sleep(300 * time.Microsecond)
+			time.Sleep(publishPause)
 		}
 	}()
 	to := "b"
