@@ -27,20 +27,12 @@ import (
 // natsOptions are the fleet's login, TLS and dialer (through the egress
 // ledger, like every outbound connection).
 func (d *Daemon) natsOptions(cfg config.Fleet) []nats.Option {
-	opts := []nats.Option{nats.SetCustomDialer(egressDialer{d.egress.Dialer(egress.Fleet)})}
-	if cfg.CredentialsFile != "" {
-		opts = append(opts, nats.UserCredentials(cfg.CredentialsFile))
-	}
-	if cfg.Token != "" {
-		opts = append(opts, nats.Token(cfg.Token))
-	}
-	if cfg.TLSCAFile != "" {
-		opts = append(opts, nats.RootCAs(cfg.TLSCAFile))
-	}
-	if cfg.TLSCertFile != "" {
-		opts = append(opts, nats.ClientCert(cfg.TLSCertFile, cfg.TLSKeyFile))
-	}
-	return opts
+	return append([]nats.Option{nats.SetCustomDialer(egressDialer{d.egress.Dialer(egress.Fleet)})}, fleetAuth(cfg).Options()...)
+}
+
+// fleetAuth is [fleet]'s login and TLS files.
+func fleetAuth(cfg config.Fleet) fleet.Auth {
+	return fleet.Auth{CredentialsFile: cfg.CredentialsFile, Token: cfg.Token, TLSCAFile: cfg.TLSCAFile, TLSCertFile: cfg.TLSCertFile, TLSKeyFile: cfg.TLSKeyFile}
 }
 
 // egressDialer is nats.CustomDialer over the egress ledger.

@@ -22,19 +22,8 @@ func (e Env) checkFleet(ctx context.Context) Result {
 	if !f.Enabled {
 		return Result{Level: OK, Detail: "disabled (a single box)"}
 	}
-	opts := []nats.Option{nats.Name("agentctl doctor"), nats.Timeout(5 * time.Second), nats.MaxReconnects(0)}
-	if f.CredentialsFile != "" {
-		opts = append(opts, nats.UserCredentials(f.CredentialsFile))
-	}
-	if f.Token != "" {
-		opts = append(opts, nats.Token(f.Token))
-	}
-	if f.TLSCAFile != "" {
-		opts = append(opts, nats.RootCAs(f.TLSCAFile))
-	}
-	if f.TLSCertFile != "" {
-		opts = append(opts, nats.ClientCert(f.TLSCertFile, f.TLSKeyFile))
-	}
+	opts := append([]nats.Option{nats.Name("agentctl doctor"), nats.Timeout(5 * time.Second), nats.MaxReconnects(0)},
+		fleet.Auth{CredentialsFile: f.CredentialsFile, Token: f.Token, TLSCAFile: f.TLSCAFile, TLSCertFile: f.TLSCertFile, TLSKeyFile: f.TLSKeyFile}.Options()...)
 	nc, err := nats.Connect(f.NATSURL, opts...)
 	if err != nil {
 		return Result{Level: Fail, Detail: "cannot connect to NATS: " + err.Error(),

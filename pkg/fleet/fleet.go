@@ -262,6 +262,32 @@ func New(cfg Config) (*Fleet, error) {
 	return f, nil
 }
 
+// Auth is how a box logs in to the fleet's NATS: a .creds file or a
+// token, and for tls:// servers the CA to trust and a client certificate
+// (all optional).
+type Auth struct {
+	CredentialsFile, Token             string
+	TLSCAFile, TLSCertFile, TLSKeyFile string
+}
+
+// Options are a's nats.go options (the daemon's and doctor's).
+func (a Auth) Options() []nats.Option {
+	var opts []nats.Option
+	if a.CredentialsFile != "" {
+		opts = append(opts, nats.UserCredentials(a.CredentialsFile))
+	}
+	if a.Token != "" {
+		opts = append(opts, nats.Token(a.Token))
+	}
+	if a.TLSCAFile != "" {
+		opts = append(opts, nats.RootCAs(a.TLSCAFile))
+	}
+	if a.TLSCertFile != "" {
+		opts = append(opts, nats.ClientCert(a.TLSCertFile, a.TLSKeyFile))
+	}
+	return opts
+}
+
 // Box is this box's name.
 func (f *Fleet) Box() string { return f.cfg.Box }
 
