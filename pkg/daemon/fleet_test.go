@@ -273,3 +273,40 @@ func TestFleetTwoDaemons(t *testing.T) {
 	}
 	waitDelivered(t, api, "alice", "[model-a] NATS is back")
 }
+
+// Two daemons on a three-node NATS cluster (streams and buckets with three
+// replicas): a node dies while the ingress takes a burst; every callback
+// it acknowledged is answered once, by the home box.
+func TestFleetClusterNodeLoss(t *testing.T) {
+	if testing.Short() {
+		t.Skip("two daemons and a three-node NATS cluster")
+	}
+	c := natstest.StartCluster(t)
+	api := wecomtest.NewServer("wxcorp", "secret", 1000002)
+	t.Cleanup(api.Close)
+	llm := fleetLLM(t)
+	a := startFleetBoxWith(t, "a", c.URLs(), true, api, llm.BaseURL(), "replicas = 3\ndefault_home = \"b\"\n", nil, nil)
+	startFleetBoxWith(t, "b", c.URLs(), false, api, llm.BaseURL(), "replicas = 3\n", nil, nil)
+	waitFleetBoxes(t, admin.NewClient(a.sock), 2)
+	var acked []int
+	for i := range 40 {
+		if i == 15 {
+			c.Nodes[0].Stop()
+		}
+		if postCallback(t, a, "c"+strconv.Itoa(i), fmt.Sprintf("burst %d", i)) == http.StatusOK {
+			acked = append(acked, i)
+		}
+	}
+	if len(acked) < 30 {
+		t.Fatalf("only %d of 40 callbacks acknowledged with two of three nodes up", len(acked))
+	}
+	for _, i := range acked {
+		waitDelivered(t, api, "c"+strconv.Itoa(i), fmt.Sprintf("[model-b] burst %d", i))
+	}
+	time.Sleep(300 * time.Millisecond)
+	for _, i := range acked {
+		if n := api.Delivered("c"+strconv.Itoa(i), fmt.Sprintf("[model-b] burst %d", i)); n != 1 {
+			t.Errorf("c%d answered %d times", i, n)
+		}
+	}
+}
