@@ -310,3 +310,80 @@ func TestFleetClusterNodeLoss(t *testing.T) {
 		}
 	}
 }
+
+// A user moved while their messages keep arriving: every message is
+// answered once, and the replies reach them in the order they wrote (the
+// old box's last replies before the new box's first).
+func TestFleetMoveUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("two daemons and a NATS server")
+	}
+	nats := natstest.Start(t)
+	api := wecomtest.NewServer("wxcorp", "secret", 1000002)
+	t.Cleanup(api.Close)
+	llm := fleetLLM(t)
+	a := startFleetBox(t, "a", nats.URL(), true, api, llm.BaseURL())
+	startFleetBox(t, "b", nats.URL(), false, api, llm.BaseURL())
+	ca := admin.NewClient(a.sock)
+	ctx := context.Background()
+	waitFleetBoxes(t, ca, 2)
+	if _, err := ca.FleetHome(ctx, admin.FleetRequest{User: "carol", Box: "b"}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 60
+	posted := make(chan struct{})
+	go func() {
+		defer close(posted)
+		for i := range n {
+			if code := postCallback(t, a, "carol", fmt.Sprintf("n%02d", i)); code != http.StatusOK {
+				t.Errorf("callback %d answered %d", i, code)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	time.Sleep(300 * time.Millisecond)
+	moved, err := ca.FleetMove(ctx, admin.FleetRequest{User: "carol", Box: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-posted
+	// The replies echo the turn's text: one number, or a batch of them.
+	numbers := func() (got []string, boxes map[string]bool) {
+		boxes = map[string]bool{}
+		for _, m := range api.Messages() {
+			if m.ToUser != "carol" {
+				continue
+			}
+			for _, f := range strings.Fields(m.Content) {
+				switch {
+				case strings.HasPrefix(f, "[model-"):
+					boxes[f] = true
+				case strings.HasPrefix(f, "n"):
+					got = append(got, f)
+				}
+			}
+		}
+		return got, boxes
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		got, _ := numbers()
+		if len(got) >= n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d answered: %v", len(got), n, got)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+	got, boxes := numbers()
+	for i, g := range got {
+		if want := fmt.Sprintf("n%02d", i); g != want || len(got) != n {
+			t.Fatalf("replies out of order, lost or twice (moved at #%d): %v", moved.Since, got)
+		}
+	}
+	if !boxes["[model-a]"] || !boxes["[model-b]"] {
+		t.Fatalf("the move did not split the conversation between the boxes: %v", boxes)
+	}
+}
