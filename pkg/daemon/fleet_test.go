@@ -184,20 +184,7 @@ func TestFleetTwoDaemons(t *testing.T) {
 	b := startFleetBox(t, "b", nats.URL(), false, api, llm.BaseURL())
 	ctx := context.Background()
 	ca, cb := admin.NewClient(a.sock), admin.NewClient(b.sock)
-	waitBoxes := func() {
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			v, err := ca.FleetStatus(ctx)
-			if err == nil && len(v.Boxes) == 2 {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("fleet status: %+v, %v", v, err)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
-	waitBoxes()
+	waitFleetBoxes(t, ca, 2)
 	if _, err := cb.FleetHome(ctx, admin.FleetRequest{User: "bob", Box: "b"}); err != nil {
 		t.Fatal(err)
 	}
