@@ -106,7 +106,7 @@ func (p *parser) validateFleet(c *Config) {
 	}
 	p.check("fleet.token", f.Token == "" || f.CredentialsFile == "", "token and credentials_file are two ways to log in: set one")
 	if f.Enabled && c.WeComBot.Enabled && !f.Ingress {
-		p.warn([]string{"fleet", "ingress"}, "", "is false: this box does not hold the WeCom AI Bot connection (only the ingress box does: WeCom keeps one), so [wecom_bot] stays off here")
+		p.warn([]string{"fleet", "ingress"}, "", "is false: this box does not hold the WeCom AI Bot connection (only the ingress box does: WeCom keeps one), so [wecom_bot] is not used here (the bot's messages of users homed here come through the ingress, and their replies go back through it)")
 	}
 }
 
@@ -526,8 +526,8 @@ func (p *parser) validateWeComBot(c *Config) {
 	case u.Scheme == "ws" && !loopbackHost(u.Hostname()):
 		p.check("wecom_bot.url", false, "ws:// would send the secret in clear text; use wss:// (ws:// only for a local test server)")
 	}
-	if !b.Enabled {
-		return
+	if !b.Enabled || (c.Fleet.Enabled && !c.Fleet.Ingress) {
+		return // in a fleet, only the ingress box connects
 	}
 	p.check("wecom_bot.bot_id", strings.TrimSpace(b.BotID) != "", "required when wecom_bot.enabled (the bot's ID from the WeCom admin console)")
 	p.check("wecom_bot.secret", strings.TrimSpace(b.Secret) != "", "required when wecom_bot.enabled (the bot's Secret for the long connection)")

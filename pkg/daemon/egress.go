@@ -43,8 +43,12 @@ func egressRules(cfg *config.Config) []egress.Rule {
 	if cfg.WeCom.Enabled {
 		add(egress.WeCom, cfg.WeCom.APIBase)
 	}
-	if cfg.WeComBot.Enabled {
+	if cfg.WeComBot.Enabled && (!cfg.Fleet.Enabled || cfg.Fleet.Ingress) {
 		add(egress.WeComBot, cfg.WeComBot.URL)
+	}
+	if cfg.WeComBot.Enabled || (cfg.Fleet.Enabled && !cfg.Fleet.Ingress) {
+		// The bot's pictures and files come from WeCom's storage hosts
+		// (in a fleet, the box answering the message fetches them).
 		any(egress.WeComBot)
 	}
 	if cfg.Fleet.Enabled {

@@ -14,6 +14,7 @@ import (
 	"agent/pkg/admin"
 	"agent/pkg/assistant"
 	"agent/pkg/buildinfo"
+	"agent/pkg/channel/wecombot"
 	"agent/pkg/config"
 	"agent/pkg/egress"
 	"agent/pkg/fleet"
@@ -73,7 +74,11 @@ func (d *Daemon) startFleet(cfg *config.Config) {
 		if !f.Consuming() {
 			return errors.New("this box does not read its messages from the fleet's stream (its durable consumer is not set up: journalctl -u agent -g fleet)")
 		}
-		if hk, since := f.Holding(); hk != "" && d.now().Sub(since) > time.Minute {
+		hk, why, since := f.Holding()
+		if hk != "" && why == fleet.HoldNoChannel && d.now().Sub(since) > time.Minute {
+			return fmt.Errorf("this box's queue has waited %s on a message of %s for a channel that does not run here (journalctl -u agent -g fleet)", d.now().Sub(since).Round(time.Second), hk)
+		}
+		if hk != "" && d.now().Sub(since) > time.Minute {
 			return fmt.Errorf("this box's queue has waited %s on %s, which is being moved or rehomed (an abandoned move is undone a minute after its coordinator stops; agentctl fleet status)", d.now().Sub(since).Round(time.Second), hk)
 		}
 		return nil
@@ -116,18 +121,24 @@ type fleetLocal struct{ d *Daemon }
 
 // Drained: no message of the conversation waits in the inbox (or is in a
 // running turn), and none of its replies waits in the outbox (the new box
-// must not answer before them).
+// must not answer before them), on the WeCom app's channel or the AI
+// Bot's (a WeCom user's conversation is both).
 func (l fleetLocal) Drained(ctx context.Context, channel, conv string) (bool, error) {
-	q := `SELECT count(*) FROM inbox WHERE channel = ? AND state = 0 AND sender = ? AND chat_id = ''`
-	id := conv
+	bot := channel
+	if channel == wecomChannel {
+		bot = wecombot.Name
+	}
+	q := `SELECT count(*) FROM inbox WHERE channel IN (?, ?) AND state = 0 AND sender = ? AND chat_id = ''`
+	id, botTo := conv, conv
 	if chat, ok := strings.CutPrefix(conv, assistant.GroupPrefix); ok {
-		q, id = `SELECT count(*) FROM inbox WHERE channel = ? AND state = 0 AND chat_id = ?`, chat
+		q, id, botTo = `SELECT count(*) FROM inbox WHERE channel IN (?, ?) AND state = 0 AND chat_id = ?`, chat, "group:"+channel+":"+chat
 	}
 	var n, out int
-	if err := l.d.store.DB().QueryRowContext(ctx, q, channel, id).Scan(&n); err != nil {
+	if err := l.d.store.DB().QueryRowContext(ctx, q, channel, bot, id).Scan(&n); err != nil {
 		return false, err
 	}
-	if err := l.d.store.DB().QueryRowContext(ctx, `SELECT count(*) FROM outbox WHERE channel = ? AND to_user = ? AND state IN (0, 3)`, channel, id).Scan(&out); err != nil {
+	if err := l.d.store.DB().QueryRowContext(ctx, `SELECT count(*) FROM outbox WHERE ((channel = ? AND to_user = ?) OR (channel = ? AND to_user = ?)) AND state IN (0, 3)`,
+		channel, id, bot, botTo).Scan(&out); err != nil {
 		return false, err
 	}
 	return n == 0 && out == 0, nil

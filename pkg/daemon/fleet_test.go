@@ -30,8 +30,8 @@ const (
 
 // fleetBox is one daemon of a fleet test.
 type fleetBox struct {
-	name, addr, sock, state string
-	stop                    func()
+	name, addr, sock, state, ws string
+	stop                        func()
 }
 
 // startFleetBox runs a daemon as box name of the fleet on nats, WeCom
@@ -105,7 +105,7 @@ ingress = %v
 	ready := n.msgs[0]
 	n.mu.Unlock()
 	return &fleetBox{name: name, addr: strings.TrimSpace(ready[strings.Index(ready, "serving on ")+len("serving on "):]),
-		sock: cfg.Server.AdminSocket, state: cfg.Agent.StateDir, stop: stop}
+		sock: cfg.Server.AdminSocket, state: cfg.Agent.StateDir, ws: cfg.Agent.Workspace, stop: stop}
 }
 
 // fleetLLM answers every request with the model's name and the user's

@@ -18,6 +18,9 @@ const connectionCheck = "channel_wecom_bot_connection"
 // connection, and a second subscription would replace the daemon's.
 func (e Env) checkWeComBot(ctx context.Context) Result {
 	w := e.Config.WeComBot
+	if f := e.Config.Fleet; f.Enabled && !f.Ingress {
+		return Result{Level: OK, Detail: fmt.Sprintf("in a fleet: the ingress box holds the AI Bot connection; the bot's messages of users homed on %s are answered here through it", f.Box)}
+	}
 	if !w.Enabled {
 		return Result{Level: OK, Detail: "disabled"}
 	}

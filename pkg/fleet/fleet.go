@@ -59,6 +59,10 @@ const (
 	ctlRoot      = "agent.ctl"
 	headerIngres = "Agent-Ingress"
 	headerHome   = "Agent-Home" // the home the ingress gives a conversation seen first
+	// headerVia names the channel that takes a message on its home box
+	// when it is not the conversation's own (the AI Bot's messages of a
+	// WeCom user: the user's home and order are the app's).
+	headerVia = "Agent-Via"
 )
 
 // Defaults of Config.
@@ -184,27 +188,35 @@ type Fleet struct {
 
 	holdMu    sync.Mutex
 	holding   string    // the conversation whose message the consumer waits on
+	holdWhy   string    // why it waits
 	holdSince time.Time // since when
 }
 
-// hold records that the consumer waits on a message of hk ("": it does
-// not).
-func (f *Fleet) hold(hk string) {
+// Why a box's queue waits on a message (Holding).
+const (
+	HoldMoving    = "moving"     // the conversation is being moved or rehomed
+	HoldNoChannel = "no_channel" // its channel does not run on this box
+)
+
+// hold records that the consumer waits on a message of hk, and why ("":
+// it does not).
+func (f *Fleet) hold(hk, why string) {
 	f.holdMu.Lock()
 	defer f.holdMu.Unlock()
-	if hk == f.holding {
+	if hk == f.holding && why == f.holdWhy {
 		return
 	}
-	f.holding = hk
+	f.holding, f.holdWhy = hk, why
 	f.holdSince = f.clk.Now()
 }
 
-// Holding is the conversation whose message this box's queue waits on
-// (being moved or rehomed) and since when; "" when it waits on none.
-func (f *Fleet) Holding() (string, time.Time) {
+// Holding is the conversation whose message this box's queue waits on,
+// why (HoldMoving, HoldNoChannel) and since when; "" when it waits on
+// none.
+func (f *Fleet) Holding() (hk, why string, since time.Time) {
 	f.holdMu.Lock()
 	defer f.holdMu.Unlock()
-	return f.holding, f.holdSince
+	return f.holding, f.holdWhy, f.holdSince
 }
 
 // New connects to NATS (in the background while it is down: the box
@@ -404,6 +416,17 @@ func lookupOrCreate[T any](ctx context.Context, lookup, create func(context.Cont
 // whether the message was new (not a duplicate within the window). It
 // returns ErrUnavailable (wrapped) when it cannot persist.
 func (f *Fleet) Publish(ctx context.Context, channel, conv, key string, payload []byte) (bool, error) {
+	return f.PublishVia(ctx, channel, channel, conv, key, payload)
+}
+
+// PublishVia is Publish for a message of conversation conv of channel
+// (its home and its order are channel's) that channel via takes into the
+// home box's inbox (the handler registered for via); key is its identity
+// within via.
+func (f *Fleet) PublishVia(ctx context.Context, via, channel, conv, key string, payload []byte) (bool, error) {
+	if !ValidBox(via) {
+		return false, fmt.Errorf("%w: channel %q", ErrBadName, via)
+	}
 	// Run sets the fleet up (and again after NATS comes back); a callback
 	// waits for that no longer than its own deadline.
 	for !f.ready.Load() {
@@ -423,7 +446,10 @@ func (f *Fleet) Publish(ctx context.Context, channel, conv, key string, payload 
 	msg.Data = payload
 	msg.Header.Set(headerIngres, f.cfg.Box)
 	msg.Header.Set(headerHome, f.defaultHome())
-	ack, err := f.js.PublishMsg(ctx, msg, jetstream.WithMsgID(channel+":"+key), jetstream.WithExpectStream(StreamName))
+	if via != channel {
+		msg.Header.Set(headerVia, via)
+	}
+	ack, err := f.js.PublishMsg(ctx, msg, jetstream.WithMsgID(via+":"+key), jetstream.WithExpectStream(StreamName))
 	if err != nil {
 		return false, fmt.Errorf("%w: publish: %v", ErrUnavailable, err)
 	}
@@ -637,31 +663,44 @@ func (f *Fleet) handle(ctx context.Context, msg jetstream.Msg) {
 		if owner != "" {
 			break
 		}
-		f.hold(hk)
+		f.hold(hk, HoldMoving)
 		msg.InProgress()
 		if !sleep(ctx, f.clk, wait) {
 			return
 		}
 	}
-	f.hold("")
+	f.hold("", "")
 	if owner != f.cfg.Box {
 		msg.Ack()
 		f.settled(seq)
 		return
 	}
+	via := channel
+	if v := msg.Headers().Get(headerVia); v != "" {
+		via = v
+	}
+	if !ValidBox(via) {
+		f.log.Error("fleet: message for a channel the fleet cannot name dropped", "channel", fmt.Sprintf("%.64q", via), "conversation", hk, "seq", seq)
+		msg.Term()
+		f.settled(seq)
+		return
+	}
 	var h Handler
 	for wait := time.Second; ; wait = min(2*wait, time.Minute) {
-		if h = f.handler(channel); h != nil {
+		if h = f.handler(via); h != nil {
 			break
 		}
 		// Its users are homed here: they wait for the channel (a box
-		// configured without it is told so on every try).
-		f.log.Error("fleet: a message for this box waits: the channel does not run here", "channel", channel, "conversation", hk, "seq", seq)
+		// configured without it is told so on every try, and by its
+		// health check after a minute).
+		f.log.Error("fleet: a message for this box waits: the channel does not run here", "channel", via, "conversation", hk, "seq", seq)
+		f.hold(hk, HoldNoChannel)
 		msg.InProgress()
 		if !sleep(ctx, f.clk, wait) {
 			return
 		}
 	}
+	f.hold("", "")
 	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 10*time.Second) {
 		if err = h(ctx, conv, msg.Data()); err == nil {
 			break

@@ -308,7 +308,7 @@ func TestReview22MoveAfterSetHomeLosesMessagesOfALaggingBox(t *testing.T) {
 			return err == nil
 		})
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) && len(a.keys("u"))+len(b.keys("u"))+len(c.keys("u")) < 2 {
 		time.Sleep(20 * time.Millisecond)
 	}

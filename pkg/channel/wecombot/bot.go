@@ -30,6 +30,7 @@ import (
 	"agent/pkg/clip"
 	"agent/pkg/clock"
 	"agent/pkg/egress"
+	"agent/pkg/fleet"
 	"agent/pkg/health"
 	"agent/pkg/metrics"
 	"agent/pkg/wecom/aibot"
@@ -51,7 +52,7 @@ var (
 // Bot is the running channel.
 type Bot struct {
 	host    channel.Host
-	client  *aibot.Client
+	client  *aibot.Client // nil on a box of a fleet that is not its ingress
 	inbox   *mailbox.Inbox
 	outbox  *mailbox.Outbox // pushes: late replies, the message tool, jobs
 	proc    *processor      // nil while the pipeline is unavailable
@@ -64,6 +65,13 @@ type Bot struct {
 	// streams observes how long reply streams stayed open, by how they
 	// ended (finished, limit, broken); nil without metrics.
 	streams map[string]*metrics.Histogram
+
+	// In a fleet (fleet.go): the link, the ingress's forward queue and
+	// the req_ids its connection received.
+	fleet   *fleet.Fleet
+	fwd     *mailbox.Inbox
+	fwdWake chan struct{}
+	live    liveReqs
 
 	mu     sync.Mutex
 	runCtx context.Context // Run's: downloads outlive a connection
@@ -82,14 +90,14 @@ var streamBuckets = []float64{0.5, 1, 2, 5, 10, 20, 30, 60, 120, 240, 330, 360}
 // Build makes the channel when wecom_bot.enabled (channel.Build).
 func Build(_ context.Context, h channel.Host) (channel.Channel, error) {
 	cfg := h.Config()
-	if !cfg.WeComBot.Enabled {
-		return nil, nil
-	}
 	if h.Fleet != nil && !h.Fleet.Ingress() {
 		// WeCom keeps one long connection per bot: the ingress box's.
-		// Its messages are answered on the ingress box (the bot's
-		// replies go back over that connection).
-		h.Logger.Warn("wecom_bot is off on this box: in a fleet only the ingress box holds the AI Bot connection", "component", "wecom_bot", "box", h.Fleet.Box())
+		// This box answers the bot's messages of its users (whatever
+		// its own [wecom_bot] says: the fleet decides where a user
+		// lives), its replies going back through the ingress.
+		return New(h, Options{})
+	}
+	if !cfg.WeComBot.Enabled {
 		return nil, nil
 	}
 	return New(h, Options{})
@@ -116,18 +124,33 @@ func New(h channel.Host, o Options) (*Bot, error) {
 	if sp := h.Assistant.Spaces(); sp != nil {
 		b.keeper = upload.Keeper{Store: sp, Vision: func() bool { return h.Config().LLM.Vision }, Logger: logger}
 	}
-	var dialer *websocket.Dialer
-	if h.Egress != nil { // the ledger checks WeCom's host (also through a proxy) and counts
-		dialer = &websocket.Dialer{HandshakeTimeout: 20 * time.Second, NetDialContext: h.Egress.Dialer(egress.WeComBot), Proxy: h.Egress.ProxyFor(egress.WeComBot)}
+	b.fleet = h.Fleet
+	if b.fleet == nil || b.fleet.Ingress() {
+		var dialer *websocket.Dialer
+		if h.Egress != nil { // the ledger checks WeCom's host (also through a proxy) and counts
+			dialer = &websocket.Dialer{HandshakeTimeout: 20 * time.Second, NetDialContext: h.Egress.Dialer(egress.WeComBot), Proxy: h.Egress.ProxyFor(egress.WeComBot)}
+		}
+		b.client = aibot.New(aibot.Config{URL: cfg.URL, BotID: cfg.BotID, Secret: cfg.Secret, Dialer: dialer,
+			Handle: b.handle, Heartbeat: o.Heartbeat, MinBackoff: o.MinBackoff, Clock: h.Clock, Logger: logger})
 	}
-	b.client = aibot.New(aibot.Config{URL: cfg.URL, BotID: cfg.BotID, Secret: cfg.Secret, Dialer: dialer,
-		Handle: b.handle, Heartbeat: o.Heartbeat, MinBackoff: o.MinBackoff, Clock: h.Clock, Logger: logger})
+	if b.fleet != nil {
+		b.fleet.Handle(Name, b.fromFleet)
+		if b.client != nil {
+			b.fwd = mailbox.NewInbox(h.DB, forwardChannel, h.Clock)
+			b.fwdWake = make(chan struct{}, 1)
+			b.live.ttl = streamLimit(o)
+		}
+		logger.Info("wecom_bot in a fleet", "box", b.fleet.Box(), "holds_connection", b.client != nil)
+	}
 	b.outbox = mailbox.NewOutbox(h.DB, mailbox.OutboxConfig{Channel: Name, Send: b.push, Permanent: permanent,
 		Redact: h.Scrub, Clock: h.Clock, Logger: logger})
 	if conv := h.Assistant.Conversation(); conv != nil {
 		b.proc = newProcessor(b, conv, o)
 	} else {
 		logger.Error("wecom_bot messages are stored but not answered: the conversation pipeline is unavailable", "err", h.Assistant.Err())
+	}
+	if b.client == nil {
+		return b, nil // the connection's checks and figures are the ingress's
 	}
 	if h.Health != nil {
 		h.Health.Register("channel_"+Name+"_connection", b.healthCheck)
@@ -175,8 +198,18 @@ func (b *Bot) Claims(ctx context.Context, name, to string) bool {
 // Routes: none; the bot dials out.
 func (b *Bot) Routes() []channel.Route { return nil }
 
-// Status is the connection's state.
-func (b *Bot) Status() aibot.Status { return b.client.Status() }
+// Status is the connection's state (in a fleet, on a box that is not
+// its ingress, the state "fleet": the ingress holds the connection).
+func (b *Bot) Status() aibot.Status {
+	if b.client == nil {
+		return aibot.Status{State: StateFleet}
+	}
+	return b.client.Status()
+}
+
+// StateFleet is the Status of the bot on a box of a fleet that is not
+// its ingress.
+const StateFleet = "fleet"
 
 func (b *Bot) healthCheck(context.Context) error {
 	s := b.client.Status()
@@ -199,9 +232,19 @@ func (b *Bot) Run(ctx context.Context) error {
 	b.runCtx = ctx
 	b.mu.Unlock()
 	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); _ = b.client.Run(ctx) }()
+	wg.Add(1)
 	go func() { defer wg.Done(); _ = b.outbox.Run(ctx) }()
+	if b.client != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = b.client.Run(ctx) }()
+	}
+	if b.fwd != nil {
+		if err := b.serve(ctx); err != nil {
+			b.logger.Error("wecom_bot: the fleet's replies cannot be sent", "err", err)
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); b.runForward(ctx) }()
+	}
 	if b.proc != nil {
 		wg.Add(1)
 		go func() { defer wg.Done(); b.proc.run(ctx) }()
@@ -255,29 +298,42 @@ func (b *Bot) handle(ctx context.Context, f aibot.Frame) {
 	if dropped > 0 {
 		text = strings.TrimSpace(text + fmt.Sprintf("\n[%d more attachment(s) not read: one message may carry %d]", dropped, maxResources))
 	}
-	raw, _ := json.Marshal(stored{ReqID: f.Headers.ReqID, MsgID: m.MsgID, Media: media})
-	fresh, err := b.inbox.Put(ctx, mailbox.Received{DedupKey: m.MsgID, Sender: m.From.UserID, ChatID: chat,
-		Kind: m.MsgType, Content: clip.Bytes(text, maxContent), Raw: string(raw)})
-	if err != nil {
-		b.logger.Error("wecom_bot: message not stored", "msgid", m.MsgID, "err", err)
+	rec := mailbox.Received{DedupKey: m.MsgID, Sender: m.From.UserID, ChatID: chat, Kind: m.MsgType, Content: clip.Bytes(text, maxContent)}
+	if b.fleet != nil {
+		b.forward(ctx, rec, f.Headers.ReqID, media) // answered on the sender's home box
 		return
+	}
+	raw, _ := json.Marshal(stored{ReqID: f.Headers.ReqID, MsgID: m.MsgID, Media: media, Conn: b.conn()})
+	rec.Raw = string(raw)
+	if err := b.take(ctx, rec, media); err != nil {
+		b.logger.Error("wecom_bot: message not stored", "msgid", m.MsgID, "err", err)
+	}
+}
+
+// take stores a message in the inbox (deduplicated by msgid), starts its
+// downloads and wakes the processor.
+func (b *Bot) take(ctx context.Context, rec mailbox.Received, media []mediaRef) error {
+	fresh, err := b.inbox.Put(ctx, rec)
+	if err != nil {
+		return err
 	}
 	if !fresh {
-		b.logger.Info("wecom_bot: repeated message ignored", "msgid", m.MsgID)
-		return
+		b.logger.Info("wecom_bot: repeated message ignored", "msgid", rec.DedupKey)
+		return nil
 	}
-	if len(media) > 0 && b.fetchFor(ctx, m.From.UserID, chat) {
+	if len(media) > 0 && b.fetchFor(ctx, rec.Sender, rec.ChatID) {
 		b.mu.Lock()
 		runCtx := b.runCtx
 		b.mu.Unlock()
 		if runCtx == nil {
 			runCtx = ctx
 		}
-		b.media.start(runCtx, m.MsgID, media)
+		b.media.start(runCtx, rec.DedupKey, media)
 	}
 	if b.proc != nil {
 		b.proc.wake()
 	}
+	return nil
 }
 
 // fetchFor reports whether a message's media are downloaded at once: only
@@ -309,6 +365,14 @@ type stored struct {
 	ReqID string     `json:"req_id"`
 	MsgID string     `json:"msgid"`
 	Media []mediaRef `json:"media,omitempty"` // pictures, files, videos to fetch
+	// Conn is the connection the message came on (its start, Unix ns; 0
+	// in rows stored before it was kept): its req_id is that
+	// connection's.
+	Conn int64 `json:"conn,omitempty"`
+	// Ingress is the box that received the message, in a fleet (its
+	// reply goes back through it), and At when.
+	Ingress string    `json:"ingress,omitempty"`
+	At      time.Time `json:"at,omitzero"`
 }
 
 // maxContent bounds the text kept of one message (WeCom's own messages
@@ -384,17 +448,25 @@ func (b *Bot) isGroup(ctx context.Context, id string) bool {
 	return err == nil
 }
 
-// push sends one outbox row with aibot_send_msg.
+// push sends one outbox row with aibot_send_msg (in a fleet, through the
+// box that holds the connection).
 func (b *Bot) push(ctx context.Context, m mailbox.Message) error {
 	chatType, chat := 1, m.To
 	if g, ok := strings.CutPrefix(m.To, "group:"+scope+":"); ok {
 		chatType, chat = 2, g
 	}
+	if b.client == nil {
+		data, _ := json.Marshal(pushCall{Chat: chat, ChatType: chatType, Content: m.Content})
+		_, err := b.fleet.Call(ctx, "", svcPush, data)
+		return err
+	}
 	return b.client.Push(ctx, aibot.MarkdownPush(chat, chatType, m.Content))
 }
 
-// permanent: WeCom refused the push itself (not a lost connection).
+// permanent: WeCom refused the push itself (not a lost connection), or
+// the box holding the connection said so.
 func permanent(err error) bool {
 	var e *aibot.Error
-	return errors.As(err, &e)
+	var ce *fleet.CallError
+	return errors.As(err, &e) || (errors.As(err, &ce) && ce.Permanent)
 }

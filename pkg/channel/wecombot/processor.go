@@ -46,14 +46,19 @@ const heldNote = "⏳ Kept: I will answer this as soon as the model service is b
 // maxBatch bounds the messages of one conversation in one turn.
 const maxBatch = 20
 
+// streamLimit is how long a reply stream may stay open.
+func streamLimit(o Options) time.Duration {
+	if o.StreamLimit <= 0 {
+		return 5*time.Minute + 30*time.Second
+	}
+	return o.StreamLimit
+}
+
 func newProcessor(b *Bot, conv Conversation, o Options) *processor {
 	if o.StreamEvery <= 0 {
 		o.StreamEvery = 400 * time.Millisecond
 	}
-	if o.StreamLimit <= 0 {
-		o.StreamLimit = 5*time.Minute + 30*time.Second
-	}
-	p := &processor{b: b, conv: conv, policy: b.host.Gate, every: o.StreamEvery, limit: o.StreamLimit, wakeCh: make(chan struct{}, 1)}
+	p := &processor{b: b, conv: conv, policy: b.host.Gate, every: o.StreamEvery, limit: streamLimit(o), wakeCh: make(chan struct{}, 1)}
 	p.turns = mailbox.NewTurns(b.clock, b.logger, p.wake)
 	return p
 }
@@ -166,9 +171,8 @@ func (p *processor) turn(ctx context.Context, rows []mailbox.Row) error {
 	// reconnect or a restart), or too long ago for a stream, is answered
 	// by push: its req_id belonged to that connection.
 	var st *stream
-	cs := p.b.client.Status()
-	if cs.State == aibot.StateReady && !r.Received.Before(cs.Since.Truncate(time.Millisecond)) && p.b.clock.Now().Sub(r.Received) < p.limit/2 {
-		st = newStream(p.b, sr.ReqID, "s_"+sr.MsgID, p.every, p.limit)
+	if p.streamable(r, sr) {
+		st = newStream(p.b, sr, "s_"+sr.MsgID, p.every, p.limit)
 		st.start(ctx)
 		in.Stream = st.add
 		in.Progress = st.progress
@@ -210,6 +214,30 @@ func (p *processor) turn(ctx context.Context, rows []mailbox.Row) error {
 		rest = st.finish(ctx, full) // what the stream could not carry
 	}
 	return p.commit(ctx, rows, mailbox.InDone, rest)
+}
+
+// streamable reports whether a message can still be answered in a reply
+// stream: it came on the connection that is up now (a req_id belongs to
+// its connection) and not too long ago for a stream.
+func (p *processor) streamable(r mailbox.Row, sr stored) bool {
+	now := p.b.clock.Now()
+	if sr.Ingress != "" && (p.b.client == nil || sr.Ingress != p.b.fleet.Box()) {
+		// Received by another box: it refuses a frame for a connection
+		// it no longer has (the answer then goes by push).
+		return sr.Conn != 0 && now.Sub(sr.At) < p.limit/2
+	}
+	cs := p.b.client.Status()
+	if cs.State != aibot.StateReady {
+		return false
+	}
+	received := r.Received
+	if sr.Ingress != "" {
+		received = sr.At
+	}
+	if sr.Conn != 0 {
+		return sr.Conn == connID(cs) && now.Sub(received) < p.limit/2
+	}
+	return !r.Received.Before(cs.Since.Truncate(time.Millisecond)) && now.Sub(received) < p.limit/2
 }
 
 // gate applies the DM policy, as the app channel does: handled means the

@@ -28,7 +28,7 @@ import (
 // two calls in one step the first result never finds its "⏳" line last:
 // the stream keeps showing a finished tool as still running.
 func TestReview18ParallelToolStepsAllEnd(t *testing.T) {
-	s := newStream(&Bot{logger: slog.New(slog.DiscardHandler), clock: clock.Real()}, "r", "s", time.Second, time.Minute)
+	s := newStream(&Bot{logger: slog.New(slog.DiscardHandler), clock: clock.Real()}, stored{ReqID: "r"}, "s", time.Second, time.Minute)
 	// The order agent.runTools emits for a step with two calls.
 	s.progress(conversation.ToolProgress{Tool: "web_search"})
 	s.progress(conversation.ToolProgress{Tool: "read_file"})

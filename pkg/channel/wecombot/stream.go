@@ -9,7 +9,6 @@ import (
 
 	"agent/pkg/clip"
 	"agent/pkg/conversation"
-	"agent/pkg/wecom/aibot"
 )
 
 // maxStreamBytes bounds what one stream shows; a longer reply goes out by
@@ -28,7 +27,8 @@ const (
 // the text so far at most every `every`, and finish before `limit`.
 type stream struct {
 	b            *Bot
-	reqID, id    string
+	msg          stored // the message answered (its req_id, connection, ingress)
+	id           string
 	every, limit time.Duration
 
 	mu      sync.Mutex
@@ -44,8 +44,8 @@ type stream struct {
 	kick    chan struct{} // the first text arrived: show it now
 }
 
-func newStream(b *Bot, reqID, id string, every, limit time.Duration) *stream {
-	return &stream{b: b, reqID: reqID, id: id, every: every, limit: limit, done: make(chan struct{}), stopped: make(chan struct{}), kick: make(chan struct{}, 1)}
+func newStream(b *Bot, msg stored, id string, every, limit time.Duration) *stream {
+	return &stream{b: b, msg: msg, id: id, every: every, limit: limit, done: make(chan struct{}), stopped: make(chan struct{}), kick: make(chan struct{}, 1)}
 }
 
 // add is conversation.Inbound.Stream: a fragment of the model's text.
@@ -130,7 +130,7 @@ func (s *stream) current() string {
 }
 
 func (s *stream) frame(ctx context.Context, text string, finish bool) bool {
-	err := s.b.client.Reply(ctx, s.reqID, aibot.CmdRespond, aibot.StreamBody(s.id, text, finish))
+	err := s.b.respond(ctx, s.msg, s.id, text, finish)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err != nil {

@@ -74,7 +74,7 @@ func settle(t *testing.T, srv *aibottest.Server, clk *clock.Fake, step time.Dura
 func TestStreamFramesAndFinish(t *testing.T) {
 	b, srv, clk := streamRig(t)
 	req := srv.Text("m1", "u", "single", "", "hi")
-	s := newStream(b, req, "s1", 400*time.Millisecond, 330*time.Second)
+	s := newStream(b, stored{ReqID: req}, "s1", 400*time.Millisecond, 330*time.Second)
 	ctx := context.Background()
 	s.start(ctx)
 	settle(t, srv, clk, 0, 1)
@@ -98,7 +98,7 @@ func TestStreamFramesAndFinish(t *testing.T) {
 func TestStreamLimit(t *testing.T) {
 	b, srv, clk := streamRig(t)
 	req := srv.Text("m2", "u", "single", "", "long job")
-	s := newStream(b, req, "s2", 400*time.Millisecond, 330*time.Second)
+	s := newStream(b, stored{ReqID: req}, "s2", 400*time.Millisecond, 330*time.Second)
 	ctx := context.Background()
 	s.start(ctx)
 	settle(t, srv, clk, 0, 1)
@@ -133,7 +133,7 @@ func TestStreamLimit(t *testing.T) {
 func TestStreamToolStatusLines(t *testing.T) {
 	b, srv, clk := streamRig(t)
 	req := srv.Text("m3", "u", "single", "", "find it")
-	s := newStream(b, req, "s3", 400*time.Millisecond, 330*time.Second)
+	s := newStream(b, stored{ReqID: req}, "s3", 400*time.Millisecond, 330*time.Second)
 	ctx := context.Background()
 	s.start(ctx)
 	settle(t, srv, clk, 0, 1)
