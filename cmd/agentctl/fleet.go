@@ -65,7 +65,7 @@ func runFleet(ctx context.Context, path string, args []string, asJSON bool, stdo
 				if asJSON {
 					return printJSON(stdout, h)
 				}
-				fmt.Fprintf(stdout, "%s is homed on %s (nothing moved: agentctl fleet move takes memory and sessions along)\n", h.User, h.Box)
+				fmt.Fprintf(stdout, "%s is homed on %s (nothing moved: agentctl fleet move takes memory, sessions, files, jobs and pairing along)\n", h.User, h.Box)
 				return nil
 			}
 			m, err := c.FleetMove(ctx, req)
@@ -79,7 +79,7 @@ func runFleet(ctx context.Context, path string, args []string, asJSON bool, stdo
 				fmt.Fprintf(stdout, "%s is on %s already\n", req.User, m.To)
 				return nil
 			}
-			fmt.Fprintf(stdout, "moved %s from %s to %s in %.1fs (%d bytes of memory and sessions)\n", req.User, m.From, m.To, m.Seconds, m.Bytes)
+			fmt.Fprintf(stdout, "moved %s from %s to %s in %.1fs (%d bytes of memory, sessions, jobs and pairing; %d bytes of files)\n", req.User, m.From, m.To, m.Seconds, m.Bytes, m.FileBytes)
 			if m.PurgeErr != "" {
 				fmt.Fprintf(stdout, "warning: %s still holds a copy: %s\n", m.From, m.PurgeErr)
 			}

@@ -47,12 +47,13 @@ type FleetRequest struct {
 
 // FleetMoved is what a move did.
 type FleetMoved struct {
-	From     string  `json:"from"`
-	To       string  `json:"to"`
-	Since    uint64  `json:"since"`
-	Bytes    int     `json:"bytes"`
-	Seconds  float64 `json:"seconds"`
-	PurgeErr string  `json:"purge_error,omitempty"`
+	From      string  `json:"from"`
+	To        string  `json:"to"`
+	Since     uint64  `json:"since"`
+	Bytes     int     `json:"bytes"`      // the memory and sessions snapshot
+	FileBytes uint64  `json:"file_bytes"` // the files' stream
+	Seconds   float64 `json:"seconds"`
+	PurgeErr  string  `json:"purge_error,omitempty"`
 }
 
 // FleetBackend is the fleet part of the admin API (fleet.enabled).

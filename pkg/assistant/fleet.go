@@ -1,13 +1,17 @@
 package assistant
 
 import (
+	"archive/tar"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	"agent/pkg/memory"
+	"agent/pkg/pairing"
+	"agent/pkg/scheduler"
 	"agent/pkg/session"
 )
 
@@ -21,9 +25,14 @@ type Snapshot struct {
 	Model    string                    `json:"model,omitempty"` // the embedding model of the vectors
 	Facts    []memory.Portable         `json:"facts,omitempty"`
 	Sessions []session.PortableSession `json:"sessions,omitempty"`
+	// A user's (not a group's) approval and scheduled jobs (version 2).
+	Pairing *pairing.Portable       `json:"pairing,omitempty"`
+	Jobs    []scheduler.PortableJob `json:"jobs,omitempty"`
 }
 
-const snapshotVersion = 1
+// snapshotVersion is written; version 1 (memory and sessions only) is
+// still read.
+const snapshotVersion = 2
 
 // GroupPrefix marks a fleet conversation that is a group chat.
 const GroupPrefix = "group:"
@@ -69,7 +78,35 @@ func (a *Assistant) ExportConversation(ctx context.Context, channel, conv string
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(Snapshot{Version: snapshotVersion, Model: model, Facts: facts, Sessions: ss})
+	snap := Snapshot{Version: snapshotVersion, Model: model, Facts: facts, Sessions: ss}
+	if !strings.HasPrefix(conv, GroupPrefix) {
+		if snap.Pairing, err = a.pairings().Export(ctx, scope); err != nil {
+			return nil, err
+		}
+		if a.sched != nil {
+			if snap.Jobs, err = a.sched.s.Export(ctx, scope); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return json.Marshal(snap)
+}
+
+func (a *Assistant) pairings() *pairing.Store { return pairing.New(a.d.Store.DB(), a.clock.Now) }
+
+// ConversationBusy reports whether a conversation's scheduled jobs have a
+// run in flight (a move waits for it: the run's reply comes from this
+// box).
+func (a *Assistant) ConversationBusy(ctx context.Context, channel, conv string) (bool, error) {
+	if a.sched == nil || strings.HasPrefix(conv, GroupPrefix) {
+		return false, nil
+	}
+	_, scope, err := conversationOf(channel, conv)
+	if err != nil {
+		return false, err
+	}
+	n, err := a.sched.s.Running(ctx, scope)
+	return n > 0, err
 }
 
 // ImportConversation restores a snapshot.
@@ -85,8 +122,11 @@ func (a *Assistant) ImportConversation(ctx context.Context, channel, conv string
 	if err := json.Unmarshal(b, &s); err != nil {
 		return fmt.Errorf("snapshot: %w", err)
 	}
-	if s.Version != snapshotVersion {
+	if s.Version != snapshotVersion && s.Version != 1 {
 		return errors.New("snapshot: written by another version of the agent (upgrade every box of the fleet)")
+	}
+	if strings.HasPrefix(conv, GroupPrefix) && (s.Pairing != nil || len(s.Jobs) > 0) {
+		return errors.New("snapshot: a group chat's snapshot carries a user's approval or jobs")
 	}
 	facts, err := a.memory.Import(ctx, scope, s.Model, s.Facts)
 	if err != nil {
@@ -96,7 +136,19 @@ func (a *Assistant) ImportConversation(ctx context.Context, channel, conv string
 	if err != nil {
 		return err
 	}
-	a.logger.Info("fleet: conversation imported", "key", key, "facts", facts, "messages", msgs)
+	if err := a.pairings().Import(ctx, scope, s.Pairing); err != nil {
+		return err
+	}
+	jobs := 0
+	if len(s.Jobs) > 0 {
+		if a.sched == nil {
+			return errors.New("snapshot: the scheduler is unavailable on this box, and the user has scheduled jobs")
+		}
+		if jobs, err = a.sched.s.Import(ctx, scope, s.Jobs); err != nil {
+			return err
+		}
+	}
+	a.logger.Info("fleet: conversation imported", "key", key, "facts", facts, "messages", msgs, "paired", s.Pairing != nil, "jobs", jobs)
 	return nil
 }
 
@@ -118,6 +170,57 @@ func (a *Assistant) PurgeConversation(ctx context.Context, channel, conv string)
 	if err != nil {
 		return err
 	}
-	a.logger.Info("fleet: conversation purged after its move", "key", key, "facts", facts, "sessions", ss)
+	paired, jobs := false, 0
+	if !strings.HasPrefix(conv, GroupPrefix) {
+		if paired, err = a.pairings().Purge(ctx, scope); err != nil {
+			return err
+		}
+		if a.sched != nil {
+			if jobs, err = a.sched.s.Purge(ctx, scope); err != nil {
+				return err
+			}
+		}
+	}
+	if sp := a.Spaces(); sp != nil {
+		if err := sp.PurgeFiles(scope); err != nil {
+			return err
+		}
+	}
+	a.logger.Info("fleet: conversation purged after its move", "key", key, "facts", facts, "sessions", ss, "paired", paired, "jobs", jobs)
 	return nil
+}
+
+// ExportConversationFiles writes the conversation's private folder to w
+// (a tar stream; empty without a workspace).
+func (a *Assistant) ExportConversationFiles(ctx context.Context, channel, conv string, w io.Writer) error {
+	_, scope, err := conversationOf(channel, conv)
+	if err != nil {
+		return err
+	}
+	sp := a.Spaces()
+	if sp == nil {
+		return tar.NewWriter(w).Close()
+	}
+	n, err := sp.ExportFiles(scope, w)
+	if err == nil {
+		a.logger.Info("fleet: files exported", "scope", scope, "files", n)
+	}
+	return err
+}
+
+// ImportConversationFiles restores what ExportConversationFiles wrote.
+func (a *Assistant) ImportConversationFiles(ctx context.Context, channel, conv string, r io.Reader) error {
+	_, scope, err := conversationOf(channel, conv)
+	if err != nil {
+		return err
+	}
+	sp := a.Spaces()
+	if sp == nil {
+		return errors.New("the workspace is unavailable on this box: the conversation's files cannot be restored")
+	}
+	n, err := sp.ImportFiles(scope, r)
+	if err == nil {
+		a.logger.Info("fleet: files imported", "scope", scope, "files", n)
+	}
+	return err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strings"
@@ -122,7 +123,8 @@ type fleetLocal struct{ d *Daemon }
 // Drained: no message of the conversation waits in the inbox (or is in a
 // running turn), and none of its replies waits in the outbox (the new box
 // must not answer before them), on the WeCom app's channel or the AI
-// Bot's (a WeCom user's conversation is both).
+// Bot's (a WeCom user's conversation is both), and no run of the user's
+// scheduled jobs is in flight.
 func (l fleetLocal) Drained(ctx context.Context, channel, conv string) (bool, error) {
 	bot := channel
 	if channel == wecomChannel {
@@ -141,7 +143,11 @@ func (l fleetLocal) Drained(ctx context.Context, channel, conv string) (bool, er
 		channel, id, bot, botTo).Scan(&out); err != nil {
 		return false, err
 	}
-	return n == 0 && out == 0, nil
+	if n > 0 || out > 0 {
+		return false, nil
+	}
+	busy, err := l.d.asst.ConversationBusy(ctx, channel, conv)
+	return !busy, err
 }
 
 func (l fleetLocal) Export(ctx context.Context, channel, conv string) ([]byte, error) {
@@ -150,6 +156,14 @@ func (l fleetLocal) Export(ctx context.Context, channel, conv string) ([]byte, e
 
 func (l fleetLocal) Import(ctx context.Context, channel, conv string, snap []byte) error {
 	return l.d.asst.ImportConversation(ctx, channel, conv, snap)
+}
+
+func (l fleetLocal) ExportFiles(ctx context.Context, channel, conv string, w io.Writer) error {
+	return l.d.asst.ExportConversationFiles(ctx, channel, conv, w)
+}
+
+func (l fleetLocal) ImportFiles(ctx context.Context, channel, conv string, r io.Reader) error {
+	return l.d.asst.ImportConversationFiles(ctx, channel, conv, r)
 }
 
 func (l fleetLocal) Purge(ctx context.Context, channel, conv string) error {
@@ -223,7 +237,7 @@ func (d *Daemon) FleetMove(ctx context.Context, req admin.FleetRequest) (admin.F
 	if err != nil {
 		return admin.FleetMoved{}, err
 	}
-	return admin.FleetMoved{From: r.From, To: r.To, Since: r.Since, Bytes: r.Bytes, Seconds: r.Took.Seconds(), PurgeErr: r.PurgeErr}, nil
+	return admin.FleetMoved{From: r.From, To: r.To, Since: r.Since, Bytes: r.Bytes, FileBytes: r.Files, Seconds: r.Took.Seconds(), PurgeErr: r.PurgeErr}, nil
 }
 
 // wecomChannel is the channel the fleet carries (the WeCom app's).

@@ -18,9 +18,11 @@ import (
 	"agent/pkg/llm/llmtest"
 	"agent/pkg/localmodels"
 	"agent/pkg/memory"
+	"agent/pkg/pairing"
 	"agent/pkg/store"
 	wx "agent/pkg/wecom"
 	"agent/pkg/wecom/wecomtest"
+	"agent/pkg/workspace"
 )
 
 const (
@@ -209,8 +211,23 @@ func TestFleetTwoDaemons(t *testing.T) {
 	if _, err := m.Add(ctx, "wecom:bob", memory.Input{Text: "Bob's daughter is called Mia.", Keywords: []string{"daughter", "Mia"}}); err != nil {
 		t.Fatal(err)
 	}
+	// His approval (as if paired under dm_policy pairing), a file and a
+	// weekly reminder, on b.
+	if err := pairing.New(st.DB(), nil).Import(ctx, "wecom:bob", &pairing.Portable{ApprovedAt: time.Now(), ApprovedBy: "boss"}); err != nil {
+		t.Fatal(err)
+	}
 	m.Close()
 	st.Close()
+	bobDir := filepath.Join(workspace.FilesDir, workspace.ScopeDir("wecom:bob"), "notes")
+	if err := os.MkdirAll(filepath.Join(b.ws, bobDir), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(b.ws, bobDir, "预算.txt"), []byte("budget: 42"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cb.AddJob(ctx, admin.JobSpec{Owner: "wecom:bob", Channel: "wecom", To: "bob", Cron: "0 9 * * 1", Text: "weekly report"}); err != nil {
+		t.Fatal(err)
+	}
 
 	moved, err := ca.FleetMove(ctx, admin.FleetRequest{User: "bob", Box: "a"})
 	if err != nil {
@@ -225,6 +242,49 @@ func TestFleetTwoDaemons(t *testing.T) {
 	}
 	if left, _ := cb.MemoryList(ctx, admin.MemoryQuery{Scope: "wecom:bob"}); len(left) != 0 {
 		t.Fatalf("b kept bob's memory: %+v", left)
+	}
+	if got, err := os.ReadFile(filepath.Join(a.ws, bobDir, "预算.txt")); err != nil || string(got) != "budget: 42" {
+		t.Fatalf("bob's file on a after the move: %q, %v", got, err)
+	}
+	if _, err := os.Stat(filepath.Join(b.ws, workspace.FilesDir, workspace.ScopeDir("wecom:bob"))); !os.IsNotExist(err) {
+		t.Fatalf("b kept bob's folder: %v", err)
+	}
+	if moved.FileBytes == 0 {
+		t.Fatalf("the move reports no files: %+v", moved)
+	}
+	jobsOf := func(c *admin.Client) []admin.Job {
+		js, err := c.Jobs(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []admin.Job
+		for _, j := range js {
+			if j.Owner == "wecom:bob" {
+				out = append(out, j)
+			}
+		}
+		return out
+	}
+	if js := jobsOf(ca); len(js) != 1 || js[0].Spec != "0 9 * * 1" {
+		t.Fatalf("bob's jobs on a after the move: %+v", js)
+	}
+	if js := jobsOf(cb); len(js) != 0 {
+		t.Fatalf("b kept bob's jobs: %+v", js)
+	}
+	approved := func(c *admin.Client) bool {
+		ps, err := c.PairList(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range ps {
+			if p.User == "wecom:bob" && p.State == "approved" {
+				return true
+			}
+		}
+		return false
+	}
+	if !approved(ca) || approved(cb) {
+		t.Fatalf("bob's approval did not move: on a %v, on b %v", approved(ca), approved(cb))
 	}
 	sessions, err := ca.Sessions(ctx)
 	if err != nil {

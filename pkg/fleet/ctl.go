@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"sync"
@@ -20,12 +21,15 @@ type ctlRequest struct {
 	Conv    string `json:"conv"`
 	Upto    uint64 `json:"upto,omitempty"`   // export: settle the stream up to here first
 	Object  string `json:"object,omitempty"` // import: the snapshot's name
+	Files   string `json:"files,omitempty"`  // import: the files' object ("": none)
 }
 
 type ctlReply struct {
-	Object string `json:"object,omitempty"`
-	Bytes  int    `json:"bytes,omitempty"`
-	Error  string `json:"error,omitempty"`
+	Object    string `json:"object,omitempty"`
+	Bytes     int    `json:"bytes,omitempty"`
+	Files     string `json:"files,omitempty"`
+	FileBytes uint64 `json:"file_bytes,omitempty"`
+	Error     string `json:"error,omitempty"`
 }
 
 // Timeouts of a move's steps.
@@ -106,7 +110,20 @@ func (f *Fleet) ctl(ctx context.Context, op string, req ctlRequest) (ctlReply, e
 		if _, err := f.moves.PutBytes(ctx, name, snap); err != nil {
 			return ctlReply{}, fmt.Errorf("store the snapshot: %w", err)
 		}
-		return ctlReply{Object: name, Bytes: len(snap)}, nil
+		rep := ctlReply{Object: name, Bytes: len(snap)}
+		if lf, ok := local.(LocalFiles); ok {
+			rep.Files = name + ".files"
+			pr, pw := io.Pipe()
+			go func() { pw.CloseWithError(lf.ExportFiles(ctx, req.Channel, req.Conv, pw)) }()
+			info, err := f.moves.Put(ctx, jetstream.ObjectMeta{Name: rep.Files}, pr)
+			pr.CloseWithError(errors.New("the object store stopped reading")) // ends the writer if Put did not read to the end
+			if err != nil {
+				f.moves.Delete(context.WithoutCancel(ctx), name)
+				return ctlReply{}, fmt.Errorf("store the files: %w", err)
+			}
+			rep.FileBytes = info.Size
+		}
+		return rep, nil
 	case "import":
 		snap, err := f.moves.GetBytes(ctx, req.Object)
 		if err != nil {
@@ -114,6 +131,17 @@ func (f *Fleet) ctl(ctx context.Context, op string, req ctlRequest) (ctlReply, e
 		}
 		if err := local.Import(ctx, req.Channel, req.Conv, snap); err != nil {
 			return ctlReply{}, err
+		}
+		if lf, ok := local.(LocalFiles); ok && req.Files != "" {
+			obj, err := f.moves.Get(ctx, req.Files)
+			if err != nil {
+				return ctlReply{}, fmt.Errorf("read the files %s: %w", req.Files, err)
+			}
+			err = lf.ImportFiles(ctx, req.Channel, req.Conv, obj)
+			obj.Close()
+			if err != nil {
+				return ctlReply{}, err
+			}
 		}
 		return ctlReply{Bytes: len(snap)}, nil
 	case "purge":
@@ -187,6 +215,7 @@ type MoveResult struct {
 	From, To string
 	Since    uint64 // the stream sequence from which To answers
 	Bytes    int    // the snapshot's size
+	Files    uint64 // the size of the files' stream
 	Took     time.Duration
 	PurgeErr string `json:",omitempty"` // the old box kept its copy (why)
 }
@@ -270,6 +299,7 @@ func (f *Fleet) Move(ctx context.Context, channel, conv, to string) (MoveResult,
 		}
 	}
 	defer stop()
+	req := ctlRequest{Channel: channel, Conv: conv, Upto: last}
 	undo := func(cause error) (MoveResult, error) {
 		stop()
 		if imported {
@@ -279,19 +309,23 @@ func (f *Fleet) Move(ctx context.Context, channel, conv, to string) (MoveResult,
 				f.log.Warn("fleet: a box may keep a copy after an undone move", "conversation", hk, "box", to, "err", err)
 			}
 		}
+		for _, o := range []string{req.Object, req.Files} {
+			if o != "" {
+				f.moves.Delete(context.WithoutCancel(ctx), o)
+			}
+		}
 		old, _ := json.Marshal(cur)
 		if _, err := f.homes.Update(context.WithoutCancel(ctx), hk, old, rev2); err != nil {
 			return res, fmt.Errorf("%w; and putting the old home back failed: %v (agentctl fleet home %s %s)", cause, err, conv, cur.Box)
 		}
 		return res, fmt.Errorf("move of %s to %s undone: %w", conv, to, cause)
 	}
-	req := ctlRequest{Channel: channel, Conv: conv, Upto: last}
 	exp, err := f.request(ctx, cur.Box, "export", req)
 	if err != nil {
 		return undo(err)
 	}
-	res.Bytes = exp.Bytes
-	req.Object = exp.Object
+	res.Bytes, res.Files = exp.Bytes, exp.FileBytes
+	req.Object, req.Files = exp.Object, exp.Files
 	imported = true
 	if _, err := f.request(ctx, to, "import", req); err != nil {
 		return undo(err)
@@ -309,6 +343,9 @@ func (f *Fleet) Move(ctx context.Context, channel, conv, to string) (MoveResult,
 		f.log.Warn("fleet: the old box kept its copy of a moved conversation", "conversation", hk, "box", cur.Box, "err", err)
 	}
 	f.moves.Delete(context.WithoutCancel(ctx), exp.Object)
+	if exp.Files != "" {
+		f.moves.Delete(context.WithoutCancel(ctx), exp.Files)
+	}
 	res.Took = f.clk.Now().Sub(start)
 	f.log.Info("fleet: conversation moved", "conversation", hk, "from", cur.Box, "to", to, "since", res.Since, "bytes", res.Bytes, "took", res.Took)
 	return res, nil

@@ -37,6 +37,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"sync"
@@ -118,6 +119,16 @@ type Local interface {
 	Purge(ctx context.Context, channel, conv string) error
 	// Beat is the box's state for its heartbeat.
 	Beat(ctx context.Context) Beat
+}
+
+// LocalFiles is what a box may also offer a move: the conversation's
+// files, streamed (they may be far larger than its memory). A snapshot's
+// files go through the object store beside it.
+type LocalFiles interface {
+	// ExportFiles writes the conversation's files to w.
+	ExportFiles(ctx context.Context, channel, conv string, w io.Writer) error
+	// ImportFiles restores what ExportFiles wrote.
+	ImportFiles(ctx context.Context, channel, conv string, r io.Reader) error
 }
 
 // Home is a conversation's entry in agent_homes.

@@ -138,7 +138,7 @@ func New(h channel.Host, o Options) (*Bot, error) {
 		if b.client != nil {
 			b.fwd = mailbox.NewInbox(h.DB, forwardChannel, h.Clock)
 			b.fwdWake = make(chan struct{}, 1)
-			b.live.ttl = streamLimit(o)
+			b.live.ttl = liveTTL(o)
 		}
 		logger.Info("wecom_bot in a fleet", "box", b.fleet.Box(), "holds_connection", b.client != nil)
 	}

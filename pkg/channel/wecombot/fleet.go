@@ -217,10 +217,18 @@ func (b *Bot) fromFleet(ctx context.Context, conv string, payload []byte) error 
 		Content: clip.Bytes(m.Content, maxContent), Raw: string(raw)}, m.Media)
 }
 
+// local reports whether a message's reply goes on this box's own
+// connection: it came on one (not through a fleet), or this box is the
+// ingress that received it, or this box has no fleet link (any more: the
+// connection's identity then decides).
+func (b *Bot) local(sr stored) bool {
+	return sr.Ingress == "" || b.fleet == nil || (b.client != nil && sr.Ingress == b.fleet.Box())
+}
+
 // respond sends one stream frame of a reply: on the connection when this
 // box holds the one the message came on, else through that box.
 func (b *Bot) respond(ctx context.Context, sr stored, id, text string, finish bool) error {
-	if sr.Ingress == "" || (b.client != nil && b.fleet != nil && sr.Ingress == b.fleet.Box()) {
+	if b.local(sr) {
 		if b.client == nil {
 			return aibot.ErrNotConnected
 		}
@@ -286,6 +294,11 @@ type liveReq struct {
 	conn int64
 	at   time.Time
 }
+
+// liveTTL is how long a received req_id may take replies: a stream may
+// start up to half its limit after the message came, and stays open up
+// to its limit from its first frame.
+func liveTTL(o Options) time.Duration { return 2 * streamLimit(o) }
 
 // maxLive bounds the req_ids kept (a message beyond it is answered by
 // push).

@@ -221,17 +221,20 @@ func (p *processor) turn(ctx context.Context, rows []mailbox.Row) error {
 // its connection) and not too long ago for a stream.
 func (p *processor) streamable(r mailbox.Row, sr stored) bool {
 	now := p.b.clock.Now()
-	if sr.Ingress != "" && (p.b.client == nil || sr.Ingress != p.b.fleet.Box()) {
+	if !p.b.local(sr) {
 		// Received by another box: it refuses a frame for a connection
 		// it no longer has (the answer then goes by push).
 		return sr.Conn != 0 && now.Sub(sr.At) < p.limit/2
+	}
+	if p.b.client == nil {
+		return false // no connection here (a row from before the box joined a fleet)
 	}
 	cs := p.b.client.Status()
 	if cs.State != aibot.StateReady {
 		return false
 	}
 	received := r.Received
-	if sr.Ingress != "" {
+	if !sr.At.IsZero() {
 		received = sr.At
 	}
 	if sr.Conn != 0 {
