@@ -538,6 +538,19 @@ func (f *Fleet) Run(ctx context.Context, local Local) error {
 		return fmt.Errorf("fleet: control subscription: %w", err)
 	}
 	defer sub.Unsubscribe()
+	// The consumer exists before the first heartbeat: a box with a
+	// heartbeat and no consumer counts as retired (settledUpTo), and its
+	// unread messages would be given up.
+	for wait := time.Second; ; wait = min(2*wait, 30*time.Second) {
+		_, err := f.js.CreateOrUpdateConsumer(ctx, StreamName, f.consumerConfig())
+		if err == nil {
+			break
+		}
+		f.log.Warn("fleet: consumer not set up; retrying", "err", err, "in", wait)
+		if !sleep(ctx, f.clk, wait) {
+			return nil
+		}
+	}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -561,8 +574,8 @@ func (f *Fleet) Run(ctx context.Context, local Local) error {
 // consumerName is this box's durable consumer.
 func (f *Fleet) consumerName() string { return "box_" + f.cfg.Box }
 
-func (f *Fleet) consume(ctx context.Context) error {
-	cons, err := f.js.CreateOrUpdateConsumer(ctx, StreamName, jetstream.ConsumerConfig{
+func (f *Fleet) consumerConfig() jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
 		Durable:       f.consumerName(),
 		Description:   "agent fleet: box " + f.cfg.Box,
 		FilterSubject: SubjectRoot + ".>",
@@ -572,7 +585,11 @@ func (f *Fleet) consume(ctx context.Context) error {
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		// Replicas 0: the stream's (whatever replicas the box that
 		// created it had).
-	})
+	}
+}
+
+func (f *Fleet) consume(ctx context.Context) error {
+	cons, err := f.js.CreateOrUpdateConsumer(ctx, StreamName, f.consumerConfig())
 	if err != nil {
 		return fmt.Errorf("consumer: %w", err)
 	}
