@@ -499,21 +499,62 @@ func (f *Fleet) defaultHome() string {
 
 // home reads a conversation's entry; ok is false when it has none.
 func (f *Fleet) home(ctx context.Context, hk string) (Home, uint64, bool, error) {
-	e, err := f.homes.Get(ctx, hk)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return Home{}, 0, false, nil
-	}
-	if err != nil {
+	value, rev, found, err := f.readHome(ctx, hk)
+	if err != nil || !found {
 		return Home{}, 0, false, err
 	}
 	var h Home
-	if err := json.Unmarshal(e.Value(), &h); err != nil || !ValidBox(h.Box) || (h.From != "" && !ValidBox(h.From)) ||
+	if err := json.Unmarshal(value, &h); err != nil || !ValidBox(h.Box) || (h.From != "" && !ValidBox(h.From)) ||
 		(h.Switching != "" && !ValidBox(h.Switching)) {
 		// Not the fleet's writing: as if there were none (the ingress's
 		// rule), rather than hold the conversation (and the box) forever.
-		return Home{}, e.Revision(), false, fmt.Errorf("%w: the home of %s is not valid (%.64q); agentctl fleet home sets it again", errBadHome, hk, e.Value())
+		return Home{}, rev, false, fmt.Errorf("%w: the home of %s is not valid (%.64q); agentctl fleet home sets it again", errBadHome, hk, value)
 	}
-	return h, e.Revision(), true, nil
+	return h, rev, true, nil
+}
+
+// readHome reads hk's entry from the bucket stream's leader. A KV Get
+// would be a direct get, which any replica of a replicated bucket may
+// answer, and a replica that lags answers the entry before a switch: the
+// box reading it would take a message the new home takes too. The
+// leader has every committed change.
+func (f *Fleet) readHome(ctx context.Context, hk string) (value []byte, rev uint64, found bool, err error) {
+	req, _ := json.Marshal(map[string]string{"last_by_subj": "$KV." + HomesBucket + "." + hk})
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	m, err := f.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET.KV_"+HomesBucket, req)
+	if err != nil {
+		return nil, 0, false, fmt.Errorf("home of %s: %w", hk, err)
+	}
+	var resp struct {
+		Message *struct {
+			Seq  uint64 `json:"seq"`
+			Hdrs []byte `json:"hdrs"`
+			Data []byte `json:"data"`
+		} `json:"message"`
+		Error *struct {
+			Code        int    `json:"code"`
+			ErrCode     int    `json:"err_code"`
+			Description string `json:"description"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(m.Data, &resp); err != nil {
+		return nil, 0, false, fmt.Errorf("home of %s: %w", hk, err)
+	}
+	switch {
+	case resp.Error != nil && resp.Error.Code == 404:
+		return nil, 0, false, nil // no message (JSMessageNotFound), or no bucket yet
+	case resp.Error != nil:
+		return nil, 0, false, fmt.Errorf("home of %s: %s (%d)", hk, resp.Error.Description, resp.Error.ErrCode)
+	case resp.Message == nil:
+		return nil, 0, false, fmt.Errorf("home of %s: an empty answer", hk)
+	}
+	if len(resp.Message.Hdrs) > 0 {
+		if h, err := nats.DecodeHeadersMsg(resp.Message.Hdrs); err == nil && h.Get("KV-Operation") != "" {
+			return nil, 0, false, nil // deleted or purged
+		}
+	}
+	return resp.Message.Data, resp.Message.Seq, true, nil
 }
 
 // Run sets the fleet up (retrying while NATS is down), answers the other
