@@ -1,0 +1,53 @@
+package fleet
+
+import (
+	"context"
+	"testing"
+
+	"agent/pkg/fleet/natstest"
+)
+
+// A home entry read from the bucket's leader: its value and revision as
+// the KV API writes them, none for a key never written, none for a key
+// deleted or purged by hand (the ingress's rule then applies), and an
+// error for a value the fleet did not write.
+func TestReadHomeFromTheLeader(t *testing.T) {
+	srv := natstest.Start(t)
+	f, err := New(Config{URL: srv.URL(), Box: "a", Ingress: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ctx := context.Background()
+	if err := f.ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok, err := f.home(ctx, "wecom.nobody"); ok || err != nil {
+		t.Fatalf("a key never written: %v, %v", ok, err)
+	}
+	rev, err := f.homes.Put(ctx, "wecom.bob", []byte(`{"box":"b","since":7,"from":"a"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, got, ok, err := f.home(ctx, "wecom.bob")
+	if err != nil || !ok || got != rev || h.Box != "b" || h.Since != 7 || h.From != "a" {
+		t.Fatalf("read %+v rev %d (want %d), %v, %v", h, got, rev, ok, err)
+	}
+	if err := f.homes.Delete(ctx, "wecom.bob"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok, err := f.home(ctx, "wecom.bob"); ok || err != nil {
+		t.Fatalf("a deleted key: %v, %v", ok, err)
+	}
+	f.homes.Put(ctx, "wecom.carol", []byte(`{"box":"c"}`))
+	if err := f.homes.Purge(ctx, "wecom.carol"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok, err := f.home(ctx, "wecom.carol"); ok || err != nil {
+		t.Fatalf("a purged key: %v, %v", ok, err)
+	}
+	f.homes.Put(ctx, "wecom.dave", []byte(`{"box":"../x"}`))
+	if _, _, ok, err := f.home(ctx, "wecom.dave"); ok || err == nil {
+		t.Fatalf("a value the fleet did not write: %v, %v", ok, err)
+	}
+}
