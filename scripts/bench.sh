@@ -56,7 +56,7 @@ echo "bench: offline and privacy" >&2
 "$go" test -tags "$tags" -run '^$' -bench 'CommandCache' -benchtime 100x ./pkg/daemon/ > "$tmp/offline.txt" 2>&1 || { cat "$tmp/offline.txt"; exit 1; }
 "$go" test -run '^$' -bench 'Redact1KB' ./pkg/redact/ >> "$tmp/offline.txt" 2>&1 || { cat "$tmp/offline.txt"; exit 1; }
 echo "bench: fleet (NATS JetStream)" >&2
-"$go" test -tags "$tags" -run '^$' -bench 'FleetIngress|FleetMove10k' -benchtime 3x -timeout 20m ./pkg/daemon/ > "$tmp/fleet.txt" 2>&1 || { cat "$tmp/fleet.txt"; exit 1; }
+"$go" test -tags "$tags" -run '^$' -bench 'FleetIngress|FleetMove10k|FleetBot' -benchtime 3x -timeout 20m ./pkg/daemon/ > "$tmp/fleet.txt" 2>&1 || { cat "$tmp/fleet.txt"; exit 1; }
 "$go" test -run '^$' -bench 'Hop' -benchtime 1x ./pkg/fleet/ >> "$tmp/fleet.txt" 2>&1 || { cat "$tmp/fleet.txt"; exit 1; }
 echo "bench: packages and the real-systemd test" >&2
 rm -f dist/agent_*.deb
@@ -374,7 +374,10 @@ cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)
   echo "turns queue on the two cores the whole fleet shares here). Hop = published by the ingress until the home box's"
   echo "handler has it (the stream, the home entry, the consumer) at 20 messages/s. FleetMove10k = \`agentctl fleet move\`"
   echo "of a user with 10,000 facts (384-d vectors kept: both boxes load the same model) and a 200-message"
-  echo "conversation: settle, snapshot, object store, restore, switch, purge."
+  echo "conversation: settle, snapshot, object store, restore, switch, purge. FleetBot = AI Bot messages one at a"
+  echo "time, the ingress holding the bot's connection (a fake WeCom endpoint on loopback): home=ingress answered there,"
+  echo "home=other answered by the other box, the message through the stream and every frame of the reply stream back"
+  echo "through the ingress; first_frame = message to the stream's first frame at WeCom, finished = to the final frame."
   echo
   echo "| benchmark | time/op | metrics |"
   echo "|---|---|---|"

@@ -25,6 +25,8 @@ import (
 	"agent/pkg/memory"
 	"agent/pkg/nativetest"
 	"agent/pkg/store"
+	"agent/pkg/wecom/aibot"
+	"agent/pkg/wecom/aibottest"
 	"agent/pkg/wecom/wecomtest"
 )
 
@@ -293,4 +295,65 @@ func encodeVec(v []float32) []byte {
 		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
 	}
 	return b
+}
+
+// BenchmarkFleetBot: AI Bot messages, one at a time, to a two-box fleet
+// whose ingress holds the bot's connection (a fake WeCom endpoint on
+// loopback). home=ingress: the user is homed on the ingress; home=other:
+// on the other box, so the message goes there through the stream and
+// every frame of its reply stream comes back through the ingress.
+// first_frame: message sent to the stream's first frame ("…") at WeCom;
+// finished: to the frame that finishes the stream with the answer.
+func BenchmarkFleetBot(b *testing.B) {
+	nats := natstest.Start(b)
+	api := wecomtest.NewServer("wxcorp", "secret", 1000002)
+	b.Cleanup(api.Close)
+	llm := fleetLLM(b)
+	bot := aibottest.New(b)
+	botCfg := fmt.Sprintf("[wecom_bot]\nenabled = true\nbot_id = %q\nsecret = %q\nurl = %q\n", aibottest.BotID, aibottest.Secret, bot.URL())
+	a := startFleetBoxWith(b, "a", nats.URL(), true, api, llm.BaseURL(), botCfg, nil, nil)
+	startFleetBox(b, "b", nats.URL(), false, api, llm.BaseURL())
+	ca := admin.NewClient(a.sock)
+	ctx := context.Background()
+	waitFleetBoxes(b, ca, 2)
+	if !bot.WaitReady(20 * time.Second) {
+		b.Fatal("the ingress did not subscribe")
+	}
+	for _, home := range []string{"a", "b"} {
+		if _, err := ca.FleetHome(ctx, admin.FleetRequest{User: "user-" + home, Box: home}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	seq := 0
+	for _, c := range []struct{ name, home string }{{"ingress", "a"}, {"other", "b"}} {
+		b.Run("home="+c.name, func(b *testing.B) {
+			n := max(b.N, 100)
+			var first, finished []time.Duration
+			for i := range n + 1 { // the first warms the path up
+				seq++
+				after := bot.Count()
+				t0 := time.Now()
+				req := bot.Text(fmt.Sprintf("bench-%d", seq), "user-"+c.home, "single", "", fmt.Sprintf("question %d", seq))
+				if _, ok := bot.Await(20*time.Second, after, func(f aibot.Frame) bool { return f.Cmd == aibot.CmdRespond && f.Headers.ReqID == req }); !ok {
+					b.Fatalf("no stream frame for message %d", seq)
+				}
+				t1 := time.Now()
+				f, ok := bot.Await(20*time.Second, after, func(f aibot.Frame) bool {
+					return f.Cmd == aibot.CmdRespond && f.Headers.ReqID == req && strings.Contains(string(f.Body), `"finish":true`)
+				})
+				if !ok {
+					b.Fatalf("the stream of message %d was not finished", seq)
+				}
+				t2 := time.Now()
+				if !strings.Contains(string(f.Body), "[model-"+c.home+"]") {
+					b.Fatalf("message %d was answered by the wrong box: %s", seq, f.Body)
+				}
+				if i > 0 {
+					first, finished = append(first, t1.Sub(t0)), append(finished, t2.Sub(t0))
+				}
+			}
+			reportPercentiles(b, "first_frame", first)
+			reportPercentiles(b, "finished", finished)
+		})
+	}
 }
