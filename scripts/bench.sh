@@ -245,6 +245,9 @@ cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)
   echo "new = a new utterance 100 ms after the last reply (the cached block is taken, the retrieval deferred by"
   echo "memory.RefreshDelay); new_back_to_back = no pause at all, so earlier turns' retrievals and embeddings share the"
   echo "two cores with later turns. Session compression runs as in production (after a 2 s pause, at most 30 s late)."
+  echo "floor = the transport alone, measured the same way in the same run: a WebSocket server in the benchmark's process"
+  echo "that sends a 4 KB streaming chat request to the same model server on each text frame (no session, memory, prompt"
+  echo "or tools): what this machine's scheduler and loopback cost before the daemon does anything."
   echo
   echo "VersusCLI3s: Recognizer.Transcribe (warm, 2 threads) against whisper.cpp's own whisper-cli built from the same"
   echo "tree, same 3 s WAV, same parameters (greedy, no timestamps, en, one fallback at 1.0, our audio context, flash"

@@ -1,9 +1,13 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -255,6 +259,78 @@ dm_policy = "open"
 			reportLatency(b, lat)
 		})
 	}
+	// floor: the transport alone on this machine, measured the same way
+	// against the same model server: a WebSocket server in this process
+	// that, on each text frame, sends a 4 KB streaming chat request at
+	// once (no session, memory, prompt or tools) and answers the reply.
+	b.Run("floor", func(b *testing.B) {
+		ws := relayWS(b, llmSrv.BaseURL())
+		var lat []time.Duration
+		for range 3 {
+			floorTurn(b, ws, arrivals)
+		}
+		for b.Loop() {
+			b.StopTimer()
+			time.Sleep(100 * time.Millisecond)
+			b.StartTimer()
+			lat = append(lat, floorTurn(b, ws, arrivals))
+		}
+		reportLatency(b, lat)
+	})
+}
+
+// relayWS starts a WebSocket server that turns each text frame into a
+// streaming chat request to the model server at base, and returns a
+// client connection to it.
+func relayWS(b *testing.B, base string) *websocket.Conn {
+	body := []byte(`{"model":"voice-fake","stream":true,"messages":[{"role":"system","content":"` + strings.Repeat("x", 4000) + `"},{"role":"user","content":"hello"}]}`)
+	client := &http.Client{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := (&websocket.Upgrader{}).Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		for {
+			if _, _, err := c.ReadMessage(); err != nil {
+				return
+			}
+			resp, err := client.Post(base+"/chat/completions", "application/json", bytes.NewReader(body))
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			c.WriteJSON(map[string]any{"type": "reply", "final": true})
+		}
+	}))
+	b.Cleanup(srv.Close)
+	ws, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(srv.URL, "http"), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ws.Close() })
+	return ws
+}
+
+func floorTurn(b *testing.B, ws *websocket.Conn, arrivals chan time.Time) time.Duration {
+	select {
+	case <-arrivals:
+	default:
+	}
+	start := time.Now()
+	if err := ws.WriteJSON(map[string]string{"type": "text", "text": "hello"}); err != nil {
+		b.Fatal(err)
+	}
+	var first time.Time
+	select {
+	case first = <-arrivals:
+	case <-time.After(30 * time.Second):
+		b.Fatal("no LLM request")
+	}
+	benchFrame(b, ws)
+	return first.Sub(start)
 }
 
 // seedMemory stores n facts for scope in the state database at dir
