@@ -3,11 +3,11 @@ package daemon
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -23,32 +23,21 @@ import (
 )
 
 // waitPushed waits for a push (aibot_send_msg) to chat whose markdown
-// contains text, and returns how many there were.
-func waitPushed(t *testing.T, bot *aibottest.Server, chat, text string) int {
+// contains text.
+func waitPushed(t *testing.T, bot *aibottest.Server, chat, text string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
-	for {
-		n := 0
-		for _, f := range bot.Frames(aibot.CmdSend) {
-			var b struct {
-				ChatID   string `json:"chatid"`
-				Markdown struct {
-					Content string `json:"content"`
-				} `json:"markdown"`
-			}
-			_ = json.Unmarshal(f.Body, &b)
-			if b.ChatID == chat && strings.Contains(b.Markdown.Content, text) {
-				n++
-			}
-		}
-		if n > 0 {
-			return n
-		}
+	for !slices.ContainsFunc(pushesTo(bot, chat), func(c string) bool { return strings.Contains(c, text) }) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no push to %s with %q", chat, text)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// fleetBotConfig is the [wecom_bot] of a fleet's ingress on bot.
+func fleetBotConfig(bot *aibottest.Server) string {
+	return fmt.Sprintf("[wecom_bot]\nenabled = true\nbot_id = %q\nsecret = %q\nurl = %q\n", aibottest.BotID, aibottest.Secret, bot.URL())
 }
 
 // The AI Bot in a fleet: the ingress holds the one connection, and each
@@ -67,8 +56,7 @@ func TestFleetBotRoutedHome(t *testing.T) {
 	t.Cleanup(api.Close)
 	llm := fleetLLM(t)
 	bot := aibottest.New(t)
-	botCfg := fmt.Sprintf("[wecom_bot]\nenabled = true\nbot_id = %q\nsecret = %q\nurl = %q\n", aibottest.BotID, aibottest.Secret, bot.URL())
-	a := startFleetBoxWith(t, "a", nats.URL(), true, api, llm.BaseURL(), botCfg, nil, nil)
+	a := startFleetBoxWith(t, "a", nats.URL(), true, api, llm.BaseURL(), fleetBotConfig(bot), nil, nil)
 	// b has no bot of its own: only the endpoint's address, so that its
 	// downloads may reach the test's loopback endpoint.
 	b := startFleetBoxWith(t, "b", nats.URL(), false, api, llm.BaseURL(), fmt.Sprintf("[wecom_bot]\nurl = %q\n", bot.URL()), nil, nil)
