@@ -10,6 +10,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -52,6 +53,13 @@ func (s *Spaces) ExportFiles(scope string, w io.Writer) (int, error) {
 			return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: p + "/", Mode: 0o700, ModTime: fi.ModTime()})
 		case d.Type().IsRegular():
 			f, err := root.Open(p)
+			if errors.Is(err, fs.ErrPermission) {
+				// chmod 000 from the user's sandbox: the file is still
+				// theirs (and this box's user owns it).
+				if root.Chmod(p, 0o600) == nil {
+					f, err = root.Open(p)
+				}
+			}
 			if err != nil {
 				return err
 			}
@@ -106,18 +114,38 @@ func (s *Spaces) ImportFiles(scope string, r io.Reader) (int, error) {
 			return files, fmt.Errorf("workspace: import %s: %w", scope, err)
 		}
 		name := strings.TrimSuffix(h.Name, "/")
-		if name == "" || path.Clean(name) != name || path.IsAbs(name) || name == ".." || strings.HasPrefix(name, "../") ||
-			strings.Count(name, "/") >= MaxDepth || len(name) > MaxPath {
-			return files, fmt.Errorf("workspace: import %s: refused entry %q", scope, h.Name)
+		// Any clean relative path: what ExportFiles writes (a user's
+		// sandbox may make paths deeper or longer than the file tools
+		// take, and they must move too); os.Root keeps them inside.
+		if name == "" || path.Clean(name) != name || path.IsAbs(name) || name == ".." || strings.HasPrefix(name, "../") || len(name) > maxImportPath {
+			return files, fmt.Errorf("workspace: import %s: refused entry %q", scope, clipName(h.Name))
 		}
-		used += entryCost
+		prev, err := root.Lstat(name)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return files, fmt.Errorf("workspace: import %s: %w", scope, err)
+		}
 		switch h.Typeflag {
 		case tar.TypeDir:
+			if prev == nil {
+				used += entryCost
+			}
 			if err := root.MkdirAll(name, 0o700); err != nil {
 				return files, fmt.Errorf("workspace: import %s: %w", scope, err)
 			}
 		case tar.TypeReg:
-			used += h.Size
+			used += entryCost + h.Size
+			if prev != nil {
+				// Replaced (an import tried again): what it held is
+				// given back; what is not a regular file (a FIFO, a
+				// link, a socket planted there) goes first, so the
+				// write neither blocks nor follows it.
+				used -= entryCost
+				if prev.Mode().IsRegular() {
+					used -= prev.Size()
+				} else if err := root.Remove(name); err != nil {
+					return files, fmt.Errorf("workspace: import %s: replace %s: %w", scope, clipName(name), err)
+				}
+			}
 			if quota > 0 && used > quota {
 				return files, fmt.Errorf("%w: importing %s's files needs %s of its %s limit", ErrQuota, scope, mib(used), mib(quota))
 			}
@@ -127,7 +155,7 @@ func (s *Spaces) ImportFiles(scope string, r io.Reader) (int, error) {
 				}
 			}
 			if err := writeEntry(root, name, tr, h.Size, h.ModTime); err != nil {
-				return files, fmt.Errorf("workspace: import %s: %s: %w", scope, name, err)
+				return files, fmt.Errorf("workspace: import %s: %s: %w", scope, clipName(name), err)
 			}
 			files++
 		default:
@@ -137,9 +165,15 @@ func (s *Spaces) ImportFiles(scope string, r io.Reader) (int, error) {
 }
 
 func writeEntry(root *os.Root, name string, r io.Reader, size int64, mod time.Time) error {
-	f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	// O_NONBLOCK: a FIFO planted between the check and the open does
+	// not block the import (it has no effect on a regular file).
+	f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NONBLOCK, 0o600)
 	if err != nil {
 		return err
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return errors.New("not a regular file")
 	}
 	if _, err := io.CopyN(f, r, size); err != nil {
 		f.Close()
@@ -152,6 +186,19 @@ func writeEntry(root *os.Root, name string, r io.Reader, size int64, mod time.Ti
 		_ = root.Chtimes(name, mod, mod)
 	}
 	return nil
+}
+
+// maxImportPath bounds an imported entry's name (a sanity bound far past
+// what a folder holds: the entries' cost against the quota bounds the
+// rest).
+const maxImportPath = 64 << 10
+
+// clipName shortens a name for an error.
+func clipName(s string) string {
+	if len(s) > 200 {
+		return s[:200] + "…"
+	}
+	return s
 }
 
 // PurgeFiles deletes scope's folder (after the user moved to another

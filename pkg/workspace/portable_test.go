@@ -110,7 +110,7 @@ func TestFilesImportRefusesHostileStreams(t *testing.T) {
 		"symlink":  entry(tar.Header{Typeflag: tar.TypeSymlink, Name: "l", Linkname: "/etc/passwd"}, ""),
 		"hardlink": entry(tar.Header{Typeflag: tar.TypeLink, Name: "h", Linkname: "/etc/passwd"}, ""),
 		"device":   entry(tar.Header{Typeflag: tar.TypeChar, Name: "d", Devmajor: 1, Devminor: 3}, ""),
-		"deep":     entry(tar.Header{Typeflag: tar.TypeReg, Name: strings.Repeat("d/", MaxDepth+1) + "f", Mode: 0o600}, "x"),
+		"too long": entry(tar.Header{Typeflag: tar.TypeReg, Name: strings.Repeat("d/", maxImportPath/2) + "f", Mode: 0o600}, "x"),
 		"junk":     []byte(strings.Repeat("not a tar stream ", 100)),
 	}
 	for name, stream := range cases {
