@@ -7,12 +7,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"agent/pkg/memory"
 	"agent/pkg/pairing"
 	"agent/pkg/scheduler"
 	"agent/pkg/session"
+	"agent/pkg/workspace"
 )
 
 // A conversation's memory and sessions, as one box of a fleet hands them
@@ -84,6 +88,11 @@ func (a *Assistant) ExportConversation(ctx context.Context, channel, conv string
 			return nil, err
 		}
 		if a.sched != nil {
+			// Held from now: a slot that comes during the move fires
+			// once, on the box the user ends up on (ReleaseConversation).
+			if _, err := a.sched.s.Hold(ctx, scope); err != nil {
+				return nil, err
+			}
 			if snap.Jobs, err = a.sched.s.Export(ctx, scope); err != nil {
 				return nil, err
 			}
@@ -94,16 +103,28 @@ func (a *Assistant) ExportConversation(ctx context.Context, channel, conv string
 
 func (a *Assistant) pairings() *pairing.Store { return pairing.New(a.d.Store.DB(), a.clock.Now) }
 
-// ConversationBusy reports whether a conversation's scheduled jobs have a
-// run in flight (a move waits for it: the run's reply comes from this
-// box).
+// ErrHeld: a conversation has turns held for the model service.
+var ErrHeld = errors.New("messages held for the model service")
+
+// ConversationBusy reports whether a conversation has a turn held for
+// the model service (pkg/backlog: it is answered here, where it is
+// recorded) or a run of its scheduled jobs in flight (its reply comes
+// from this box): a move waits for them.
 func (a *Assistant) ConversationBusy(ctx context.Context, channel, conv string) (bool, error) {
-	if a.sched == nil || strings.HasPrefix(conv, GroupPrefix) {
-		return false, nil
-	}
-	_, scope, err := conversationOf(channel, conv)
+	key, scope, err := conversationOf(channel, conv)
 	if err != nil {
 		return false, err
+	}
+	var held int
+	if err := a.d.Store.DB().QueryRowContext(ctx, `SELECT count(*) FROM held_turns WHERE key = ? AND state = 0`, string(key)).Scan(&held); err != nil {
+		return false, err
+	}
+	if held > 0 {
+		// Not waited for: the model service may be down for hours.
+		return true, fmt.Errorf("%w: %d message(s) of %s wait for the model service here; move the user once they are answered", ErrHeld, held, key)
+	}
+	if a.sched == nil || strings.HasPrefix(conv, GroupPrefix) {
+		return false, nil
 	}
 	n, err := a.sched.s.Running(ctx, scope)
 	return n > 0, err
@@ -223,4 +244,70 @@ func (a *Assistant) ImportConversationFiles(ctx context.Context, channel, conv s
 		a.logger.Info("fleet: files imported", "scope", scope, "files", n)
 	}
 	return err
+}
+
+// ReleaseConversation lets the conversation's scheduled jobs fire again:
+// on the box it moved to once the move committed, on the box it stays on
+// when the move was undone.
+func (a *Assistant) ReleaseConversation(ctx context.Context, channel, conv string) error {
+	if a.sched == nil || strings.HasPrefix(conv, GroupPrefix) {
+		return nil
+	}
+	_, scope, err := conversationOf(channel, conv)
+	if err != nil {
+		return err
+	}
+	n, err := a.sched.s.Release(ctx, scope)
+	if err == nil && n > 0 {
+		a.logger.Info("fleet: scheduled jobs released", "scope", scope, "jobs", n)
+	}
+	return err
+}
+
+// HeldConversations are the conversations of channel whose jobs are held
+// by a move.
+func (a *Assistant) HeldConversations(ctx context.Context, channel string) ([]string, error) {
+	if a.sched == nil {
+		return nil, nil
+	}
+	owners, err := a.sched.s.HeldOwners(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, o := range owners {
+		if user, ok := strings.CutPrefix(o, channel+":"); ok && user != "" {
+			out = append(out, user)
+		}
+	}
+	return out, nil
+}
+
+// HoldsConversation reports whether this box holds anything of the
+// conversation: facts, sessions, an approval, jobs, files (a move must
+// not delete what was here before it, when it is undone).
+func (a *Assistant) HoldsConversation(ctx context.Context, channel, conv string) (bool, error) {
+	if err := a.portable(); err != nil {
+		return false, err
+	}
+	key, scope, err := conversationOf(channel, conv)
+	if err != nil {
+		return false, err
+	}
+	db := a.d.Store.DB()
+	var n int
+	err = db.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM memory_facts WHERE scope = ?) + (SELECT count(*) FROM sessions WHERE key = ?)
+		+ (SELECT count(*) FROM pairing_users WHERE user = ?) + (SELECT count(*) FROM sched_jobs WHERE owner = ?)`,
+		scope, string(key), scope, scope).Scan(&n)
+	if err != nil || n > 0 {
+		return n > 0, err
+	}
+	if sp := a.Spaces(); sp != nil {
+		entries, err := os.ReadDir(filepath.Join(sp.Dir(), workspace.FilesDir, workspace.ScopeDir(scope)))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return false, err
+		}
+		return len(entries) > 0, nil
+	}
+	return false, nil
 }

@@ -123,8 +123,9 @@ type fleetLocal struct{ d *Daemon }
 // Drained: no message of the conversation waits in the inbox (or is in a
 // running turn), and none of its replies waits in the outbox (the new box
 // must not answer before them), on the WeCom app's channel or the AI
-// Bot's (a WeCom user's conversation is both), and no run of the user's
-// scheduled jobs is in flight.
+// Bot's (a WeCom user's conversation is both), no turn of it is held
+// for the model service, and no run of the user's scheduled jobs is in
+// flight.
 func (l fleetLocal) Drained(ctx context.Context, channel, conv string) (bool, error) {
 	bot := channel
 	if channel == wecomChannel {
@@ -164,6 +165,23 @@ func (l fleetLocal) ExportFiles(ctx context.Context, channel, conv string, w io.
 
 func (l fleetLocal) ImportFiles(ctx context.Context, channel, conv string, r io.Reader) error {
 	return l.d.asst.ImportConversationFiles(ctx, channel, conv, r)
+}
+
+func (l fleetLocal) Holds(ctx context.Context, channel, conv string) (bool, error) {
+	return l.d.asst.HoldsConversation(ctx, channel, conv)
+}
+
+func (l fleetLocal) Release(ctx context.Context, channel, conv string) error {
+	return l.d.asst.ReleaseConversation(ctx, channel, conv)
+}
+
+func (l fleetLocal) Held(ctx context.Context) ([]fleet.Conversation, error) {
+	convs, err := l.d.asst.HeldConversations(ctx, wecomChannel)
+	out := make([]fleet.Conversation, len(convs))
+	for i, c := range convs {
+		out[i] = fleet.Conversation{Channel: wecomChannel, Conv: c}
+	}
+	return out, err
 }
 
 func (l fleetLocal) Purge(ctx context.Context, channel, conv string) error {

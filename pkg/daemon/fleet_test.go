@@ -265,7 +265,7 @@ func TestFleetTwoDaemons(t *testing.T) {
 		}
 		return out
 	}
-	if js := jobsOf(ca); len(js) != 1 || js[0].Spec != "0 9 * * 1" {
+	if js := jobsOf(ca); len(js) != 1 || js[0].Spec != "0 9 * * 1" || js[0].State != "active" {
 		t.Fatalf("bob's jobs on a after the move: %+v", js)
 	}
 	if js := jobsOf(cb); len(js) != 0 {

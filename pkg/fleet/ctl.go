@@ -22,6 +22,7 @@ type ctlRequest struct {
 	Upto    uint64 `json:"upto,omitempty"`   // export: settle the stream up to here first
 	Object  string `json:"object,omitempty"` // import: the snapshot's name
 	Files   string `json:"files,omitempty"`  // import: the files' object ("": none)
+	Undo    bool   `json:"undo,omitempty"`   // purge: of an undone move's import (only what it brought)
 }
 
 type ctlReply struct {
@@ -125,6 +126,18 @@ func (f *Fleet) ctl(ctx context.Context, op string, req ctlRequest) (ctlReply, e
 		}
 		return rep, nil
 	case "import":
+		hk := HomeKey(req.Channel, req.Conv)
+		if lm, ok := local.(LocalMoves); ok {
+			holds, err := lm.Holds(ctx, req.Channel, req.Conv)
+			if err != nil {
+				return ctlReply{}, err
+			}
+			f.ctlMu.Lock()
+			if _, again := f.fresh[hk]; !again || holds {
+				f.fresh[hk] = !holds // an import tried again keeps the first answer
+			}
+			f.ctlMu.Unlock()
+		}
 		snap, err := f.moves.GetBytes(ctx, req.Object)
 		if err != nil {
 			return ctlReply{}, fmt.Errorf("read the snapshot %s: %w", req.Object, err)
@@ -145,7 +158,30 @@ func (f *Fleet) ctl(ctx context.Context, op string, req ctlRequest) (ctlReply, e
 		}
 		return ctlReply{Bytes: len(snap)}, nil
 	case "purge":
+		hk := HomeKey(req.Channel, req.Conv)
+		f.ctlMu.Lock()
+		fresh := f.fresh[hk]
+		delete(f.fresh, hk)
+		f.ctlMu.Unlock()
+		if _, tells := local.(LocalMoves); !tells {
+			fresh = true // a box that cannot say what it held: the import's copy goes
+		}
+		if req.Undo && !fresh {
+			// This box held the conversation before the move (or cannot
+			// tell: it restarted since): what the import merged stays,
+			// and nothing that was here is lost.
+			f.log.Warn("fleet: an undone move's copy kept: this box held the conversation before", "conversation", hk)
+			return ctlReply{}, nil
+		}
 		return ctlReply{}, local.Purge(ctx, req.Channel, req.Conv)
+	case "release":
+		f.ctlMu.Lock()
+		delete(f.fresh, HomeKey(req.Channel, req.Conv))
+		f.ctlMu.Unlock()
+		if lm, ok := local.(LocalMoves); ok {
+			return ctlReply{}, lm.Release(ctx, req.Channel, req.Conv)
+		}
+		return ctlReply{}, nil
 	}
 	return ctlReply{}, fmt.Errorf("unknown request %q", op)
 }
@@ -266,7 +302,7 @@ func (f *Fleet) Move(ctx context.Context, channel, conv, to string) (MoveResult,
 	}
 	moving := next(last)
 	res := MoveResult{From: cur.Box, To: to, Since: last + 1}
-	imported := false
+	imported, exported := false, false
 	// While it works, the entry's time is refreshed: a box that finds it
 	// older than staleAfter takes the coordinator for dead and undoes it.
 	var revMu sync.Mutex
@@ -304,9 +340,17 @@ func (f *Fleet) Move(ctx context.Context, channel, conv, to string) (MoveResult,
 		stop()
 		if imported {
 			// The import may have happened (a lost reply): the new box
-			// must not keep a copy of what stays on the old one.
-			if _, err := f.request(context.WithoutCancel(ctx), to, "purge", ctlRequest{Channel: channel, Conv: conv}); err != nil {
+			// must not keep a copy of what stays on the old one (unless
+			// it held the conversation before: it keeps what it had).
+			if _, err := f.request(context.WithoutCancel(ctx), to, "purge", ctlRequest{Channel: channel, Conv: conv, Undo: true}); err != nil {
 				f.log.Warn("fleet: a box may keep a copy after an undone move", "conversation", hk, "box", to, "err", err)
+			}
+		}
+		if exported {
+			// The old box held the conversation's jobs at its export:
+			// they run there again.
+			if _, err := f.request(context.WithoutCancel(ctx), cur.Box, "release", ctlRequest{Channel: channel, Conv: conv}); err != nil {
+				f.log.Warn("fleet: an undone move's jobs stay held on the old box until its heartbeat releases them", "conversation", hk, "box", cur.Box, "err", err)
 			}
 		}
 		for _, o := range []string{req.Object, req.Files} {
@@ -320,6 +364,7 @@ func (f *Fleet) Move(ctx context.Context, channel, conv, to string) (MoveResult,
 		}
 		return res, fmt.Errorf("move of %s to %s undone: %w", conv, to, cause)
 	}
+	exported = true // it may have held the jobs, even if its reply is lost
 	exp, err := f.request(ctx, cur.Box, "export", req)
 	if err != nil {
 		return undo(err)
@@ -337,7 +382,12 @@ func (f *Fleet) Move(ctx context.Context, channel, conv, to string) (MoveResult,
 	if _, err := f.homes.Update(context.WithoutCancel(ctx), hk, raw, rev2); err != nil {
 		return undo(fmt.Errorf("commit the home: %w", err))
 	}
-	// Committed: the old box's copy goes.
+	// Committed: the new box's jobs run from now, and the old box's
+	// copy goes (in that order: a slot in between fires once, on the new
+	// box; the old box held its jobs at the export).
+	if _, err := f.request(context.WithoutCancel(ctx), to, "release", req); err != nil {
+		f.log.Warn("fleet: the moved conversation's jobs stay held on the new box until its heartbeat releases them", "conversation", hk, "box", to, "err", err)
+	}
 	if _, err := f.request(context.WithoutCancel(ctx), cur.Box, "purge", req); err != nil {
 		res.PurgeErr = err.Error()
 		f.log.Warn("fleet: the old box kept its copy of a moved conversation", "conversation", hk, "box", cur.Box, "err", err)

@@ -121,6 +121,25 @@ type Local interface {
 	Beat(ctx context.Context) Beat
 }
 
+// LocalMoves is what a box may also offer a move beyond its snapshot.
+type LocalMoves interface {
+	// Holds reports whether the box holds anything of the conversation
+	// (an undone move deletes what it imported only when the box held
+	// nothing before).
+	Holds(ctx context.Context, channel, conv string) (bool, error)
+	// Release lets what the export held (scheduled jobs) run again: on
+	// the new box when the move commits, on the old one when it is
+	// undone.
+	Release(ctx context.Context, channel, conv string) error
+	// Held are the conversations with something held by a move
+	// (released by the heartbeat once the move has ended here, should
+	// its coordinator have died before it released them).
+	Held(ctx context.Context) ([]Conversation, error)
+}
+
+// Conversation names a conversation of a channel.
+type Conversation struct{ Channel, Conv string }
+
 // LocalFiles is what a box may also offer a move: the conversation's
 // files, streamed (they may be far larger than its memory). A snapshot's
 // files go through the object store beside it.
@@ -192,6 +211,7 @@ type Fleet struct {
 
 	ctlMu   sync.Mutex
 	ctlTail map[string]chan struct{} // home key -> the last request of it taken (ctl.go)
+	fresh   map[string]bool          // home key -> imported here by a move in progress onto a box that held nothing of it
 
 	lastSeq   atomic.Uint64 // the last stream sequence this box settled
 	lag       atomic.Uint64
@@ -255,7 +275,7 @@ func New(cfg Config) (*Fleet, error) {
 	if cfg.AckWait <= 0 {
 		cfg.AckWait = DefaultAckWait
 	}
-	f := &Fleet{cfg: cfg, log: cfg.Logger, clk: clock.Or(cfg.Clock), handlers: map[string]Handler{}, known: map[string]bool{}, ctlTail: map[string]chan struct{}{}}
+	f := &Fleet{cfg: cfg, log: cfg.Logger, clk: clock.Or(cfg.Clock), handlers: map[string]Handler{}, known: map[string]bool{}, ctlTail: map[string]chan struct{}{}, fresh: map[string]bool{}}
 	if f.log == nil {
 		f.log = slog.New(slog.DiscardHandler)
 	}
@@ -792,6 +812,52 @@ func (f *Fleet) handle(ctx context.Context, msg jetstream.Msg) {
 	f.settled(seq)
 }
 
+// releaseEnded releases what a move held here once the move has ended
+// with the conversation homed here (its coordinator died before it
+// released it): an abandoned move is undone first, as a box it holds
+// does. A conversation homed elsewhere stays held (its jobs must not run
+// on two boxes; the move's purge removes them).
+func (f *Fleet) releaseEnded(ctx context.Context) {
+	f.mu.Lock()
+	lm, ok := f.local.(LocalMoves)
+	f.mu.Unlock()
+	if !ok || !f.Connected() {
+		return
+	}
+	held, err := lm.Held(ctx)
+	if err != nil {
+		f.log.Warn("fleet: held conversations not read", "err", err)
+		return
+	}
+	for _, c := range held {
+		hk := HomeKey(c.Channel, c.Conv)
+		h, _, found, err := f.home(ctx, hk)
+		if err != nil || !found {
+			continue
+		}
+		if h.Moving || h.Switching != "" {
+			if f.clk.Now().Sub(h.At) > staleAfter {
+				f.repairStale(ctx, hk)
+			}
+			continue
+		}
+		if h.Box != f.cfg.Box {
+			continue
+		}
+		f.ctlMu.Lock()
+		busy := f.ctlTail[hk] != nil // a move's request of it is running here
+		f.ctlMu.Unlock()
+		if busy {
+			continue
+		}
+		if err := lm.Release(ctx, c.Channel, c.Conv); err != nil {
+			f.log.Warn("fleet: held conversation not released", "conversation", hk, "err", err)
+		} else {
+			f.log.Info("fleet: what an ended move held is released", "conversation", hk)
+		}
+	}
+}
+
 // errBadHome is a home entry the fleet did not write.
 var errBadHome = errors.New("fleet: bad home entry")
 
@@ -814,6 +880,7 @@ func sleep(ctx context.Context, clk clock.Clock, d time.Duration) bool {
 func (f *Fleet) heartbeat(ctx context.Context) {
 	for {
 		f.beat(ctx)
+		f.releaseEnded(ctx)
 		if !sleep(ctx, f.clk, f.cfg.Heartbeat) {
 			return
 		}

@@ -33,14 +33,19 @@ func (s *Store) Export(ctx context.Context, user string) (*Portable, error) {
 	return &Portable{ApprovedAt: time.UnixMilli(ms).UTC(), ApprovedBy: by}, nil
 }
 
-// Import approves user as p says (nil: nothing); an approval already
-// here is kept.
+// Import makes user's approval here what p says: the box the user comes
+// from decides (nil: not approved, so an approval left here from an
+// earlier stay and revoked since does not come back).
 func (s *Store) Import(ctx context.Context, user string, p *Portable) error {
+	var err error
 	if p == nil {
-		return nil
+		_, err = s.db.ExecContext(ctx, `DELETE FROM pairing_users WHERE user = ?`, user)
+	} else {
+		_, err = s.db.ExecContext(ctx, `INSERT INTO pairing_users(user, approved_at, approved_by) VALUES (?, ?, ?)
+			ON CONFLICT(user) DO UPDATE SET approved_at = excluded.approved_at, approved_by = excluded.approved_by`,
+			user, p.ApprovedAt.UnixMilli(), p.ApprovedBy)
 	}
-	if _, err := s.db.ExecContext(ctx, `INSERT INTO pairing_users(user, approved_at, approved_by) VALUES (?, ?, ?) ON CONFLICT(user) DO NOTHING`,
-		user, p.ApprovedAt.UnixMilli(), p.ApprovedBy); err != nil {
+	if err != nil {
 		return fmt.Errorf("pairing: import %s: %w", user, err)
 	}
 	return nil

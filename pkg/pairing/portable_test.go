@@ -3,11 +3,13 @@ package pairing
 import (
 	"context"
 	"testing"
+	"time"
 )
 
 // A paired user's approval moves with them: the new box admits them
 // without a code, the old box no longer does; nothing moves for a user
-// never approved, and an approval already on the target is kept.
+// never approved (and an approval the target had for them goes: the box
+// they come from decides).
 func TestApprovalMoves(t *testing.T) {
 	ctx := context.Background()
 	from, to := newStore(t), newStore(t)
@@ -31,7 +33,10 @@ func TestApprovalMoves(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := to.Import(ctx, "wecom:stranger", nil); err != nil {
+	if err := to.Import(ctx, "wecom:stranger", &Portable{ApprovedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := to.Import(ctx, "wecom:stranger", nil); err != nil { // revoked since, on the box they come from
 		t.Fatal(err)
 	}
 	if v, _, err := to.Decide(ctx, nil, p, "wecom:bob", ""); err != nil || v != Allow {

@@ -36,8 +36,8 @@ const portableColumns = `channel, recipient, name, kind, spec, tz, action, paylo
 	slot_at, due_at, last_run_at, last_status, last_error, failures, runs`
 
 // Export returns owner's jobs, oldest first. A job whose run is in flight
-// is exported as due again at that run's slot (the caller waits for runs
-// to end first: Running).
+// is exported held and due again at that run's slot (the caller waits for
+// runs to end first: Running).
 func (s *Scheduler) Export(ctx context.Context, owner string) ([]PortableJob, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT `+portableColumns+` FROM sched_jobs WHERE owner = ? ORDER BY id`, owner)
 	if err != nil {
@@ -53,7 +53,7 @@ func (s *Scheduler) Export(ctx context.Context, owner string) ([]PortableJob, er
 			return nil, fmt.Errorf("scheduler: export %s: %w", owner, err)
 		}
 		if j.State == StateRunning {
-			j.State, due = StateActive, slot
+			j.State, due = StateMoving, slot
 		}
 		j.Slot, j.Due, j.LastRun = ptr(slot), ptr(due), ptr(last)
 		out = append(out, j)
@@ -66,6 +66,54 @@ func ptr(v sql.NullInt64) *int64 {
 		return nil
 	}
 	return &v.Int64
+}
+
+// StateMoving is a job held while its owner moves to another box: it
+// does not fire until Release (on the box the owner stays on, or moved
+// to), so a slot that comes during the move fires once, on one box.
+const StateMoving = "moving"
+
+// Hold holds owner's active jobs (StateMoving) and returns how many.
+func (s *Scheduler) Hold(ctx context.Context, owner string) (int, error) {
+	res, err := s.db.ExecContext(ctx, `UPDATE sched_jobs SET state = ? WHERE owner = ? AND state = ?`, StateMoving, owner, StateActive)
+	if err != nil {
+		return 0, fmt.Errorf("scheduler: hold %s: %w", owner, err)
+	}
+	n, _ := res.RowsAffected()
+	return int(n), nil
+}
+
+// Release lets owner's held jobs fire again (a slot that passed while
+// they were held follows the scheduler's rules for late slots) and
+// returns how many.
+func (s *Scheduler) Release(ctx context.Context, owner string) (int, error) {
+	res, err := s.db.ExecContext(ctx, `UPDATE sched_jobs SET state = ? WHERE owner = ? AND state = ?`, StateActive, owner, StateMoving)
+	if err != nil {
+		return 0, fmt.Errorf("scheduler: release %s: %w", owner, err)
+	}
+	n, _ := res.RowsAffected()
+	if n > 0 {
+		s.kick()
+	}
+	return int(n), nil
+}
+
+// HeldOwners are the owners with held jobs.
+func (s *Scheduler) HeldOwners(ctx context.Context) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT DISTINCT owner FROM sched_jobs WHERE state = ?`, StateMoving)
+	if err != nil {
+		return nil, fmt.Errorf("scheduler: held jobs: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var o string
+		if err := rows.Scan(&o); err != nil {
+			return nil, err
+		}
+		out = append(out, o)
+	}
+	return out, rows.Err()
 }
 
 // Running is how many runs of owner's jobs are in flight.
@@ -81,8 +129,8 @@ func (s *Scheduler) Running(ctx context.Context, owner string) (int, error) {
 
 // Import adds owner's jobs from another box and returns how many were
 // new: a job already here (same kind, spec, payload and creation time) is
-// not added twice, so an import tried again adds nothing. A job due in
-// the past runs (or is marked missed) as the scheduler's rules say.
+// not added twice, so an import tried again adds nothing. Jobs come held
+// as they were exported (Hold before Export): they fire once released.
 func (s *Scheduler) Import(ctx context.Context, owner string, jobs []PortableJob) (int, error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -100,8 +148,8 @@ func (s *Scheduler) Import(ctx context.Context, owner string, jobs []PortableJob
 		if err != sql.ErrNoRows {
 			return 0, fmt.Errorf("scheduler: import %s: %w", owner, err)
 		}
-		if j.State == StateRunning {
-			j.State = StateActive
+		if j.State == StateRunning || j.State == StateActive {
+			j.State = StateMoving // released when the move commits
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO sched_jobs(owner, `+portableColumns+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
 			owner, j.Channel, j.To, j.Name, j.Kind, j.Spec, j.TZ, j.Action, j.Payload, j.State, j.Created, j.Updated,
@@ -112,9 +160,6 @@ func (s *Scheduler) Import(ctx context.Context, owner string, jobs []PortableJob
 	}
 	if err := tx.Commit(); err != nil {
 		return 0, fmt.Errorf("scheduler: import %s: %w", owner, err)
-	}
-	if n > 0 {
-		s.kick()
 	}
 	return n, nil
 }

@@ -19,6 +19,9 @@ func TestJobsMoveWithTheirOwner(t *testing.T) {
 	}
 	bob := old.add(NewJob{Owner: "wecom:bob", To: "bob", At: "2025-03-03T09:30", Payload: "bob's"})
 	ctx := context.Background()
+	if n, err := old.s.Hold(ctx, "wecom:alice"); err != nil || n != 2 {
+		t.Fatalf("hold: %d, %v (want the two active jobs)", n, err)
+	}
 	jobs, err := old.s.Export(ctx, "wecom:alice")
 	if err != nil || len(jobs) != 3 {
 		t.Fatalf("export: %d jobs, %v", len(jobs), err)
@@ -32,6 +35,9 @@ func TestJobsMoveWithTheirOwner(t *testing.T) {
 		if _, err := target.s.Import(ctx, "wecom:alice", jobs); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if n, err := target.s.Release(ctx, "wecom:alice"); err != nil || n != 2 { // the move committed
+		t.Fatalf("release: %d, %v", n, err)
 	}
 	moved, err := target.s.List(ctx, "wecom:alice")
 	if err != nil || len(moved) != 3 {
