@@ -9,6 +9,7 @@ package embed
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 
@@ -17,7 +18,21 @@ import (
 	ort "github.com/yalue/onnxruntime_go"
 )
 
-type session = ort.DynamicAdvancedSession
+// session is the model's ONNX Runtime session and the thread its runs go
+// to (onnxrt.ThreadRunner: a run in a cgo call costs a two-core box about
+// a millisecond an embedding; nil when the runner cannot start, and runs
+// then happen in the calling goroutine).
+type session struct {
+	*ort.DynamicAdvancedSession
+	thread *onnxrt.ThreadRunner
+}
+
+func (s *session) Destroy() error {
+	if s.thread != nil {
+		s.thread.Close()
+	}
+	return s.DynamicAdvancedSession.Destroy()
+}
 
 // openSession creates the ONNX Runtime session on provider p.
 func (e *Embedder) openSession(modelPath string, p onnxrt.Provider) error {
@@ -32,9 +47,13 @@ func (e *Embedder) openSession(modelPath string, p onnxrt.Provider) error {
 	if err := onnxrt.AppendProvider(opts, p); err != nil {
 		return fmt.Errorf("embed: %w", err)
 	}
-	e.session, err = ort.NewDynamicAdvancedSession(modelPath, e.inputs, []string{e.output}, opts)
+	sess, err := ort.NewDynamicAdvancedSession(modelPath, e.inputs, []string{e.output}, opts)
 	if err != nil {
 		return fmt.Errorf("embed: load model %s: %w", modelPath, err)
+	}
+	e.session = &session{DynamicAdvancedSession: sess}
+	if e.session.thread, err = onnxrt.NewThreadRunner(sess); err != nil {
+		e.log.Warn("embedding: running the model in the calling goroutine", "err", err)
 	}
 	return nil
 }
@@ -132,6 +151,19 @@ func (e *Embedder) infer(ctx context.Context, rows [][]int) (hidden []float32, m
 		}
 	}()
 
+	// ONNX Runtime reads and writes these Go slices while the run is in
+	// flight, on another thread when the session has one: pin them.
+	var pin runtime.Pinner
+	defer pin.Unpin()
+	for _, v := range inputs {
+		if d := v.(*ort.Tensor[int64]).GetData(); len(d) > 0 {
+			pin.Pin(&d[0])
+		}
+	}
+	if t, ok := outputs[0].(*ort.Tensor[float32]); ok && len(t.GetData()) > 0 {
+		pin.Pin(&t.GetData()[0])
+	}
+
 	e.runMu.Lock()
 	err = e.runSession(ctx, inputs, outputs)
 	e.runMu.Unlock()
@@ -163,8 +195,12 @@ func (e *Embedder) infer(ctx context.Context, rows [][]int) (hidden []float32, m
 
 // runSession runs the session; cancelling ctx terminates the run.
 func (e *Embedder) runSession(ctx context.Context, inputs, outputs []ort.Value) error {
+	run := e.session.RunWithOptions
+	if e.session.thread != nil && outputs[0] != nil {
+		run = e.session.thread.Run
+	}
 	if ctx.Done() == nil {
-		return e.session.Run(inputs, outputs)
+		return run(inputs, outputs, nil)
 	}
 	opts, err := ort.NewRunOptions()
 	if err != nil {
@@ -184,7 +220,7 @@ func (e *Embedder) runSession(ctx context.Context, inputs, outputs []ort.Value) 
 			opts.Terminate()
 		}
 	})
-	err = e.session.RunWithOptions(inputs, outputs, opts)
+	err = run(inputs, outputs, opts)
 	stop()
 	mu.Lock()
 	finished = true
