@@ -191,3 +191,30 @@ func unpackBits(blob []byte, words int) ([]uint64, bool) {
 	}
 	return q, true
 }
+
+// TestCosineBlob: the re-ranking's in-place cosine is the cosine of the
+// decoded vector, and a blob of the wrong size is refused.
+func TestCosineBlob(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, dim := range []int{1, 3, 384} {
+		a, b := make([]float32, dim), make([]float32, dim)
+		for i := range a {
+			a[i], b[i] = float32(r.NormFloat64()), float32(r.NormFloat64())
+		}
+		blob := encodeVector(b)
+		got, ok := cosineBlob(a, blob, dim)
+		dec, _ := decodeVector(blob, dim)
+		if want := cosine(a, dec); !ok || got != want {
+			t.Errorf("dim %d: cosineBlob = %v, %v; cosine = %v", dim, got, ok, want)
+		}
+		if _, ok := cosineBlob(a, blob[:len(blob)-1], dim); ok {
+			t.Errorf("dim %d: a short blob is accepted", dim)
+		}
+		if got, ok := cosineBlob(a[:dim-1], blob, dim); !ok || got != 0 {
+			t.Errorf("dim %d: a query of another size: %v, %v; want 0, true", dim, got, ok)
+		}
+	}
+	if got, ok := cosineBlob(make([]float32, 4), encodeVector(make([]float32, 4)), 4); !ok || got != 0 {
+		t.Errorf("zero vectors: %v, %v", got, ok)
+	}
+}

@@ -123,15 +123,15 @@ func rerank(rows *sql.Rows, vec []float32, st *embedderState, k int) ([]scored, 
 	var out []scored
 	for rows.Next() {
 		var id int64
-		var blob []byte
+		var blob sql.RawBytes // read in place: no copy, no garbage per candidate
 		if err := rows.Scan(&id, &blob); err != nil {
 			return nil, fmt.Errorf("memory: vector search: %w", err)
 		}
-		v, ok := decodeVector(blob, st.dim)
+		sim, ok := cosineBlob(vec, blob, st.dim)
 		if !ok {
 			continue
 		}
-		out = append(out, scored{id: id, sim: cosine(vec, v)})
+		out = append(out, scored{id: id, sim: sim})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("memory: vector search: %w", err)

@@ -45,3 +45,25 @@ func cosine(a, b []float32) float64 {
 	}
 	return dot / math.Sqrt(na*nb)
 }
+
+// cosineBlob is cosine(a, decodeVector(b)) without decoding into a new
+// slice; ok is false for a blob of the wrong size.
+func cosineBlob(a []float32, b []byte, dim int) (sim float64, ok bool) {
+	if len(b) != 4*dim {
+		return 0, false
+	}
+	if len(a) != dim || dim == 0 {
+		return 0, true // as cosine of vectors of different lengths
+	}
+	var dot, na, nb float64
+	for i, x := range a {
+		y := float64(math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:])))
+		dot += float64(x) * y
+		na += float64(x) * float64(x)
+		nb += y * y
+	}
+	if na == 0 || nb == 0 {
+		return 0, true
+	}
+	return dot / math.Sqrt(na*nb), true
+}
