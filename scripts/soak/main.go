@@ -110,6 +110,7 @@ type sample struct {
 	minute                 int
 	pid, restarts          int
 	rssKB, fds, goroutines int
+	anonKB, fileKB         int // RssAnon (heaps, arenas) and RssFile (mapped files: libraries, models, the database)
 	wecom, voice, admin    int64
 }
 
@@ -200,11 +201,11 @@ func run(minutes, warmup int, models string) (string, error) {
 	take := func(minute int) {
 		pid := prop("MainPID")
 		s := sample{minute: minute, pid: pid, restarts: prop("NRestarts") - restarts0,
-			rssKB: rss(pid), fds: fds(pid), goroutines: goroutines(),
+			rssKB: rss(pid, "VmRSS:"), anonKB: rss(pid, "RssAnon:"), fileKB: rss(pid, "RssFile:"), fds: fds(pid), goroutines: goroutines(),
 			wecom: c.wecom.Load(), voice: c.voice.Load(), admin: c.admin.Load()}
 		samples = append(samples, s)
-		fmt.Fprintf(os.Stderr, "soak: minute %d: pid %d, RSS %.1f MB, %d files, %d goroutines, %d restarts; sent %d WeCom, %d voice, %d admin\n",
-			minute, s.pid, float64(s.rssKB)/1024, s.fds, s.goroutines, s.restarts, s.wecom, s.voice, s.admin)
+		fmt.Fprintf(os.Stderr, "soak: minute %d: pid %d, RSS %.1f MB (anonymous %.1f, files %.1f), %d files, %d goroutines, %d restarts; sent %d WeCom, %d voice, %d admin\n",
+			minute, s.pid, float64(s.rssKB)/1024, float64(s.anonKB)/1024, float64(s.fileKB)/1024, s.fds, s.goroutines, s.restarts, s.wecom, s.voice, s.admin)
 	}
 	take(0)
 	tick := time.NewTicker(time.Minute)
@@ -312,9 +313,9 @@ func run(minutes, warmup int, models string) (string, error) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Load for %d minutes (%s): %d WeCom callbacks from %d users, %d voice turns (a new connection each), %d `agentctl send`, %d scheduled jobs due every minute (%d runs delivered), %d model requests; memory grew to %s (sessions compressed).\n\n",
 		minutes, elapsed.Round(time.Second), c.wecom.Load(), users, c.voice.Load(), c.admin.Load(), jobs, sum(runs), llm.Count(), facts())
-	fmt.Fprintf(&b, "| minute | RSS | open files | goroutines | restarts | sent (WeCom / voice / admin) |\n|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "| minute | RSS | of which anonymous / files | open files | goroutines | restarts | sent (WeCom / voice / admin) |\n|---|---|---|---|---|---|---|\n")
 	for _, s := range samples {
-		fmt.Fprintf(&b, "| %d | %.1f MB | %d | %d | %d | %d / %d / %d |\n", s.minute, float64(s.rssKB)/1024, s.fds, s.goroutines, s.restarts, s.wecom, s.voice, s.admin)
+		fmt.Fprintf(&b, "| %d | %.1f MB | %.1f / %.1f MB | %d | %d | %d | %d / %d / %d |\n", s.minute, float64(s.rssKB)/1024, float64(s.anonKB)/1024, float64(s.fileKB)/1024, s.fds, s.goroutines, s.restarts, s.wecom, s.voice, s.admin)
 	}
 	fmt.Fprintf(&b, "\nAfter the %d-minute warm-up (least squares over the minutes): RSS %+.3f MB/min (%.1f -> %.1f MB), in the last %d minutes %+.3f MB/min (the verdict: at most +0.1); open files %+.2f/min (%d -> %d), goroutines %+.2f/min (%d -> %d). ",
 		warmup, rssSlope, float64(t0.rssKB)/1024, float64(tN.rssKB)/1024, len(late)-1, lateSlope, fdSlope, t0.fds, tN.fds, grSlope, t0.goroutines, tN.goroutines)
@@ -488,7 +489,8 @@ func prop(name string) int {
 	return n
 }
 
-func rss(pid int) int {
+// rss reads one kB field of the process's status (VmRSS:, RssAnon:, ...).
+func rss(pid int, field string) int {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0
@@ -496,7 +498,7 @@ func rss(pid int) int {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(sc.Text(), field); ok {
 			n, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
 			return n
 		}
