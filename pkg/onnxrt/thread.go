@@ -2,27 +2,11 @@
 
 package onnxrt
 
-// A session run on a thread of its own, outside the Go scheduler.
-//
-// Why: a cgo call holds its P in a system call for the whole run. While it
-// does and another P is idle, the runtime's sysmon thread wakes every 20 µs
-// to see whether to take the P back, and every cgo call that starts wakes
-// it out of its deep sleep to begin that again. ONNX Runtime's intra-op
-// threads spin on every core they have during a run; on a two-core box each
-// of those wakes preempts one of them, and every parallel operator then
-// waits for the preempted thread. Measured on the bge-small shape with two
-// threads: about 15 wakes per embedding and a millisecond lost (p50 6.4 ms
-// in a cgo call, 5.4 ms with sysmon unable to preempt). Here the run happens
-// on a C thread while the calling goroutine is parked on a pipe in the
-// network poller: with every P idle, sysmon sleeps through the run.
+// A session run on a thread of its own (package cthread says why).
 
 /*
-#include <errno.h>
-#include <poll.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 // Declared as onnxruntime_c_api.h declares them (opaque structs), and as
 // github.com/yalue/onnxruntime_go's C wrapper defines the functions, which
@@ -38,85 +22,54 @@ OrtStatus *RunOrtSessionWithOptions(OrtSession *session,
 const char *GetErrorMessage(OrtStatus *status);
 void ReleaseOrtStatus(OrtStatus *status);
 
+// One run's arguments and result, in C memory: the worker thread reads
+// them after the cgo call that filled them has returned.
 typedef struct {
-	pthread_t thread;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	int job, quit;
 	OrtSession *session;
 	char **in_names, **out_names;
 	int nin, nout;
 	OrtValue **ins, **outs;
 	OrtRunOptions *opts;
 	OrtStatus *status;
-	int done_fd;
-} agent_ort_runner;
+} agent_ort_job;
 
-static void *agent_ort_runner_main(void *arg) {
-	agent_ort_runner *r = arg;
-	for (;;) {
-		pthread_mutex_lock(&r->mu);
-		while (!r->job && !r->quit) pthread_cond_wait(&r->cv, &r->mu);
-		if (r->quit) {
-			pthread_mutex_unlock(&r->mu);
-			return NULL;
-		}
-		r->job = 0;
-		pthread_mutex_unlock(&r->mu);
-		r->status = RunOrtSessionWithOptions(r->session, r->ins, r->in_names, r->nin,
-			r->outs, r->out_names, r->nout, r->opts);
-		char c = 1;
-		while (write(r->done_fd, &c, 1) < 0 && errno == EINTR) {}
+// Not static: Go takes its address for cthread.
+void agent_ort_job_run(void *arg) {
+	agent_ort_job *j = arg;
+	j->status = RunOrtSessionWithOptions(j->session, j->ins, j->in_names, j->nin,
+		j->outs, j->out_names, j->nout, j->opts);
+}
+
+static agent_ort_job *agent_ort_job_new(OrtSession *s, int nin, int nout) {
+	agent_ort_job *j = calloc(1, sizeof *j);
+	if (!j) return NULL;
+	j->session = s;
+	j->nin = nin;
+	j->nout = nout;
+	j->in_names = calloc(nin, sizeof(char *));
+	j->out_names = calloc(nout, sizeof(char *));
+	j->ins = calloc(nin, sizeof(OrtValue *));
+	j->outs = calloc(nout, sizeof(OrtValue *));
+	if (!j->in_names || !j->out_names || !j->ins || !j->outs) {
+		free(j->in_names); free(j->out_names); free(j->ins); free(j->outs); free(j);
+		return NULL;
 	}
+	return j;
 }
 
-static agent_ort_runner *agent_ort_runner_new(OrtSession *s, int nin, int nout, int done_fd) {
-	agent_ort_runner *r = calloc(1, sizeof *r);
-	if (!r) return NULL;
-	r->session = s;
-	r->nin = nin;
-	r->nout = nout;
-	r->done_fd = done_fd;
-	r->in_names = calloc(nin, sizeof(char *));
-	r->out_names = calloc(nout, sizeof(char *));
-	r->ins = calloc(nin, sizeof(OrtValue *));
-	r->outs = calloc(nout, sizeof(OrtValue *));
-	if (!r->in_names || !r->out_names || !r->ins || !r->outs) goto fail;
-	pthread_mutex_init(&r->mu, NULL);
-	pthread_cond_init(&r->cv, NULL);
-	if (pthread_create(&r->thread, NULL, agent_ort_runner_main, r) != 0) {
-		pthread_cond_destroy(&r->cv);
-		pthread_mutex_destroy(&r->mu);
-		goto fail;
-	}
-	return r;
-fail:
-	free(r->in_names); free(r->out_names); free(r->ins); free(r->outs); free(r);
-	return NULL;
+static void agent_ort_job_set_name(agent_ort_job *j, int out, int i, char *name) {
+	(out ? j->out_names : j->in_names)[i] = name;
 }
 
-static void agent_ort_runner_set_name(agent_ort_runner *r, int out, int i, char *name) {
-	(out ? r->out_names : r->in_names)[i] = name;
+static void agent_ort_job_set_value(agent_ort_job *j, int out, int i, OrtValue *v) {
+	(out ? j->outs : j->ins)[i] = v;
 }
 
-static void agent_ort_runner_set_value(agent_ort_runner *r, int out, int i, OrtValue *v) {
-	(out ? r->outs : r->ins)[i] = v;
-}
-
-static void agent_ort_runner_start(agent_ort_runner *r, OrtRunOptions *opts) {
-	pthread_mutex_lock(&r->mu);
-	r->opts = opts;
-	r->status = NULL;
-	r->job = 1;
-	pthread_cond_signal(&r->cv);
-	pthread_mutex_unlock(&r->mu);
-}
-
-// agent_ort_runner_result takes the finished run's error message (NULL
-// when it succeeded); the caller frees it.
-static char *agent_ort_runner_result(agent_ort_runner *r) {
-	OrtStatus *st = r->status;
-	r->status = NULL;
+// agent_ort_job_result takes the finished run's error message (NULL when
+// it succeeded); the caller frees it.
+static char *agent_ort_job_result(agent_ort_job *j) {
+	OrtStatus *st = j->status;
+	j->status = NULL;
 	if (!st) return NULL;
 	const char *m = GetErrorMessage(st);
 	char *out = m ? strdup(m) : NULL;
@@ -124,26 +77,8 @@ static char *agent_ort_runner_result(agent_ort_runner *r) {
 	return out;
 }
 
-// agent_ort_runner_wait_fd blocks until fd has a byte and reads it.
-static void agent_ort_runner_wait_fd(int fd) {
-	struct pollfd p = { .fd = fd, .events = POLLIN };
-	char c;
-	for (;;) {
-		if (read(fd, &c, 1) == 1) return;
-		if (errno != EAGAIN && errno != EINTR) return;
-		poll(&p, 1, -1);
-	}
-}
-
-static void agent_ort_runner_free(agent_ort_runner *r) {
-	pthread_mutex_lock(&r->mu);
-	r->quit = 1;
-	pthread_cond_signal(&r->cv);
-	pthread_mutex_unlock(&r->mu);
-	pthread_join(r->thread, NULL);
-	pthread_cond_destroy(&r->cv);
-	pthread_mutex_destroy(&r->mu);
-	free(r->in_names); free(r->out_names); free(r->ins); free(r->outs); free(r);
+static void agent_ort_job_free(agent_ort_job *j) {
+	free(j->in_names); free(j->out_names); free(j->ins); free(j->outs); free(j);
 }
 */
 import "C"
@@ -151,12 +86,11 @@ import "C"
 import (
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"reflect"
 	"sync"
-	"syscall"
 	"unsafe"
+
+	"agent/pkg/cthread"
 
 	ort "github.com/yalue/onnxruntime_go"
 )
@@ -164,15 +98,14 @@ import (
 // ErrRunnerClosed is returned by Run after Close.
 var ErrRunnerClosed = errors.New("onnxrt: runner closed")
 
-// ThreadRunner runs one session on a dedicated OS thread (see the top of
-// this file for why). Runs are serialised. Outputs must be allocated by the
-// caller; the session and the values must outlive the runner and the run.
+// ThreadRunner runs one session on a dedicated OS thread (a
+// cthread.Worker). Runs are serialised. Outputs must be allocated by the
+// caller; the session and the values must outlive the runner and the run,
+// and Go memory behind the values must be pinned for the run.
 type ThreadRunner struct {
 	mu     sync.Mutex
-	r      *C.agent_ort_runner
-	done   *os.File // read end of the pipe the thread writes a byte to after each run
-	rfd    int
-	wfd    int
+	worker *cthread.Worker
+	job    *C.agent_ort_job
 	nin    int
 	nout   int
 	closed bool
@@ -186,23 +119,22 @@ func NewThreadRunner(s *ort.DynamicAdvancedSession) (*ThreadRunner, error) {
 	if err != nil {
 		return nil, err
 	}
-	var fds [2]int
-	if err := syscall.Pipe2(fds[:], syscall.O_NONBLOCK|syscall.O_CLOEXEC); err != nil {
-		return nil, fmt.Errorf("onnxrt: runner pipe: %w", err)
-	}
-	r := C.agent_ort_runner_new((*C.OrtSession)(sess), C.int(len(ins)), C.int(len(outs)), C.int(fds[1]))
-	if r == nil {
-		syscall.Close(fds[0])
-		syscall.Close(fds[1])
-		return nil, errors.New("onnxrt: runner: cannot start a thread")
+	j := C.agent_ort_job_new((*C.OrtSession)(sess), C.int(len(ins)), C.int(len(outs)))
+	if j == nil {
+		return nil, errors.New("onnxrt: runner: out of memory")
 	}
 	for i, p := range ins {
-		C.agent_ort_runner_set_name(r, 0, C.int(i), (*C.char)(p))
+		C.agent_ort_job_set_name(j, 0, C.int(i), (*C.char)(p))
 	}
 	for i, p := range outs {
-		C.agent_ort_runner_set_name(r, 1, C.int(i), (*C.char)(p))
+		C.agent_ort_job_set_name(j, 1, C.int(i), (*C.char)(p))
 	}
-	return &ThreadRunner{r: r, done: os.NewFile(uintptr(fds[0]), "onnxrt-runner"), rfd: fds[0], wfd: fds[1], nin: len(ins), nout: len(outs)}, nil
+	w, err := cthread.New()
+	if err != nil {
+		C.agent_ort_job_free(j)
+		return nil, fmt.Errorf("onnxrt: runner: %w", err)
+	}
+	return &ThreadRunner{worker: w, job: j, nin: len(ins), nout: len(outs)}, nil
 }
 
 // Run runs the session on the runner's thread with opts (nil for none)
@@ -222,34 +154,27 @@ func (t *ThreadRunner) Run(inputs, outputs []ort.Value, opts *ort.RunOptions) er
 		if err != nil {
 			return fmt.Errorf("onnxrt: runner: input %d: %w", i, err)
 		}
-		C.agent_ort_runner_set_value(t.r, 0, C.int(i), (*C.OrtValue)(p))
+		C.agent_ort_job_set_value(t.job, 0, C.int(i), (*C.OrtValue)(p))
 	}
 	for i, v := range outputs {
 		p, err := valuePtr(v)
 		if err != nil {
 			return fmt.Errorf("onnxrt: runner: output %d: %w", i, err)
 		}
-		C.agent_ort_runner_set_value(t.r, 1, C.int(i), (*C.OrtValue)(p))
+		C.agent_ort_job_set_value(t.job, 1, C.int(i), (*C.OrtValue)(p))
 	}
-	var ro unsafe.Pointer
+	t.job.opts = nil
 	if opts != nil {
 		f := reflect.ValueOf(opts).Elem().FieldByName("o")
 		if !f.IsValid() || f.Kind() != reflect.Pointer || f.IsNil() {
 			return errLayout("RunOptions.o")
 		}
-		ro = f.UnsafePointer()
+		t.job.opts = (*C.OrtRunOptions)(f.UnsafePointer())
 	}
-	C.agent_ort_runner_start(t.r, (*C.OrtRunOptions)(ro))
-	// The thread writes exactly one byte when the run ends; nothing else
-	// reads or closes the pipe while t.mu is held, so this returns only
-	// after the run, whatever happens to the caller's context.
-	var b [1]byte
-	if _, err := io.ReadFull(t.done, b[:]); err != nil {
-		// Cannot happen with a pipe only this runner holds; still,
-		// never return while the thread may use the values.
-		C.agent_ort_runner_wait_fd(C.int(t.rfd))
+	if err := t.worker.Do(unsafe.Pointer(C.agent_ort_job_run), unsafe.Pointer(t.job)); err != nil {
+		return fmt.Errorf("onnxrt: runner: %w", err)
 	}
-	if msg := C.agent_ort_runner_result(t.r); msg != nil {
+	if msg := C.agent_ort_job_result(t.job); msg != nil {
 		defer C.free(unsafe.Pointer(msg))
 		return fmt.Errorf("onnxrt: run: %s", C.GoString(msg))
 	}
@@ -265,12 +190,11 @@ func (t *ThreadRunner) Close() error {
 		return nil
 	}
 	t.closed = true
-	C.agent_ort_runner_free(t.r)
-	t.r = nil
-	syscall.Close(t.wfd)
-	return t.done.Close()
+	err := t.worker.Close()
+	C.agent_ort_job_free(t.job)
+	t.job = nil
+	return err
 }
-
 func errLayout(field string) error {
 	return fmt.Errorf("onnxrt: runner: the binding's %s is not where this version expects it", field)
 }
