@@ -38,30 +38,9 @@ static void asr_log(enum ggml_log_level level, const char *text, void *user_data
 
 static void asr_route_log(void) { whisper_log_set(asr_log, NULL); }
 
-// The abort flag is C memory that Go sets (atomically) when the caller's
-// context ends or the recogniser closes; whisper.cpp polls it before the
-// encoder and after each encoder/decoder graph.
-static bool asr_should_abort(void *flag) {
-	return __atomic_load_n((int32_t *)flag, __ATOMIC_RELAXED) != 0;
-}
-
-static bool asr_encoder_begin(struct whisper_context *ctx, struct whisper_state *state, void *flag) {
-	(void)ctx; (void)state;
-	return !asr_should_abort(flag);
-}
-
 static bool asr_refuse_encoder(struct whisper_context *ctx, struct whisper_state *state, void *flag) {
 	(void)ctx; (void)state; (void)flag;
 	return false;
-}
-
-static int asr_full(struct whisper_context *ctx, struct whisper_state *state,
-		struct whisper_full_params params, const float *samples, int n, int32_t *flag) {
-	params.abort_callback = asr_should_abort;
-	params.abort_callback_user_data = flag;
-	params.encoder_begin_callback = asr_encoder_begin;
-	params.encoder_begin_callback_user_data = flag;
-	return whisper_full_with_state(ctx, state, params, samples, n);
 }
 
 // asr_set_audio_ctx makes whisper_full record audio_ctx in the state and
@@ -89,6 +68,8 @@ import (
 	"sync/atomic"
 	"time"
 	"unsafe"
+
+	"agent/pkg/cthread"
 
 	"golang.org/x/sync/semaphore"
 )
@@ -135,8 +116,10 @@ type Recognizer struct {
 // worker is one decoding state with its abort flag.
 type worker struct {
 	state   *C.struct_whisper_state
-	abort   *C.int32_t // see asr_should_abort
-	lastCtx int        // audio_ctx recorded in state by the last call; -1 unknown (owned by the holder)
+	abort   *C.int32_t      // see asr_should_abort (thread.go)
+	lastCtx int             // audio_ctx recorded in state by the last call; -1 unknown (owned by the holder)
+	thread  *cthread.Worker // runs whisper_full (thread.go); nil: the calling goroutine does
+	job     unsafe.Pointer  // the thread's C arguments (an asr_job)
 }
 
 // New loads the model and creates its workers (Config.Workers, or as many
@@ -273,11 +256,13 @@ func newWorker(wctx *C.struct_whisper_context) (*worker, int64) {
 	if state == nil {
 		return nil, 0
 	}
-	return &worker{
+	w := &worker{
 		state:   state,
 		abort:   (*C.int32_t)(C.calloc(1, C.size_t(unsafe.Sizeof(C.int32_t(0))))),
 		lastCtx: -1,
-	}, size
+	}
+	w.startThread()
+	return w, size
 }
 
 type nativeRes struct {
@@ -288,6 +273,7 @@ type nativeRes struct {
 
 func freeNative(n nativeRes) {
 	for _, w := range n.workers {
+		w.stopThread()
 		C.whisper_free_state(w.state)
 		C.free(unsafe.Pointer(w.abort))
 	}
@@ -477,7 +463,7 @@ func (r *Recognizer) run(ctx context.Context, w *worker, samples []float32, part
 		atomic.StoreInt32(flag, 1)
 		close(fired)
 	})
-	rc := C.asr_full(r.ctx, w.state, params, cSamples, C.int(len(input)), w.abort)
+	rc := w.full(r.ctx, params, input)
 	if !stop() {
 		<-fired // the store has happened; the flag is reset on the next call
 	}
