@@ -104,6 +104,7 @@ var ErrRunnerClosed = errors.New("onnxrt: runner closed")
 // and Go memory behind the values must be pinned for the run.
 type ThreadRunner struct {
 	mu     sync.Mutex
+	sess   *ort.DynamicAdvancedSession
 	worker *cthread.Worker
 	job    *C.agent_ort_job
 	nin    int
@@ -134,7 +135,7 @@ func NewThreadRunner(s *ort.DynamicAdvancedSession) (*ThreadRunner, error) {
 		C.agent_ort_job_free(j)
 		return nil, fmt.Errorf("onnxrt: runner: %w", err)
 	}
-	return &ThreadRunner{worker: w, job: j, nin: len(ins), nout: len(outs)}, nil
+	return &ThreadRunner{sess: s, worker: w, job: j, nin: len(ins), nout: len(outs)}, nil
 }
 
 // Run runs the session on the runner's thread with opts (nil for none)
@@ -145,6 +146,11 @@ func (t *ThreadRunner) Run(inputs, outputs []ort.Value, opts *ort.RunOptions) er
 	defer t.mu.Unlock()
 	if t.closed {
 		return ErrRunnerClosed
+	}
+	// A session destroyed before its runner has freed the pointers the
+	// job holds: refuse rather than hand them to ONNX Runtime.
+	if p, err := livePointer(reflect.ValueOf(t.sess).Elem().FieldByName("s"), "ortSession"); err != nil || p != unsafe.Pointer(t.job.session) {
+		return errors.New("onnxrt: runner: the session was destroyed")
 	}
 	if len(inputs) != t.nin || len(outputs) != t.nout {
 		return fmt.Errorf("onnxrt: runner: %d inputs and %d outputs given, the session has %d and %d", len(inputs), len(outputs), t.nin, t.nout)
@@ -165,11 +171,11 @@ func (t *ThreadRunner) Run(inputs, outputs []ort.Value, opts *ort.RunOptions) er
 	}
 	t.job.opts = nil
 	if opts != nil {
-		f := reflect.ValueOf(opts).Elem().FieldByName("o")
-		if !f.IsValid() || f.Kind() != reflect.Pointer || f.IsNil() {
-			return errLayout("RunOptions.o")
+		p, err := livePointer(reflect.ValueOf(opts), "o")
+		if err != nil {
+			return fmt.Errorf("onnxrt: runner: run options: %w", err)
 		}
-		t.job.opts = (*C.OrtRunOptions)(f.UnsafePointer())
+		t.job.opts = (*C.OrtRunOptions)(p)
 	}
 	if err := t.worker.Do(unsafe.Pointer(C.agent_ort_job_run), unsafe.Pointer(t.job)); err != nil {
 		return fmt.Errorf("onnxrt: runner: %w", err)
@@ -239,18 +245,36 @@ func sessionInternals(s *ort.DynamicAdvancedSession) (sess unsafe.Pointer, ins, 
 	return f.UnsafePointer(), ins, outs, nil
 }
 
+// errDestroyed: a value or run options whose C object is gone.
+var errDestroyed = errors.New("destroyed")
+
+// livePointer reads the C pointer in field of the struct v points to
+// (a pointer to a struct of the binding): errDestroyed when it is nil (the
+// binding's Destroy sets it so), errLayout when there is no such field.
+func livePointer(v reflect.Value, field string) (unsafe.Pointer, error) {
+	if !v.IsValid() || v.Kind() != reflect.Pointer || v.IsNil() {
+		return nil, errDestroyed
+	}
+	if v.Elem().Kind() != reflect.Struct {
+		return nil, errLayout(v.Type().String())
+	}
+	f := v.Elem().FieldByName(field)
+	if !f.IsValid() || f.Kind() != reflect.Pointer {
+		return nil, errLayout(v.Type().Elem().String() + "." + field)
+	}
+	if f.IsNil() {
+		return nil, errDestroyed
+	}
+	return f.UnsafePointer(), nil
+}
+
 // valuePtr is v's C OrtValue (ValueInternalData.ortValue).
 func valuePtr(v ort.Value) (unsafe.Pointer, error) {
 	if v == nil {
 		return nil, errors.New("nil value (outputs must be allocated by the caller)")
 	}
-	in := v.GetInternals()
-	if in == nil {
-		return nil, errLayout("ValueInternalData")
+	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && rv.IsNil() {
+		return nil, fmt.Errorf("nil %T (outputs must be allocated by the caller)", v)
 	}
-	f := reflect.ValueOf(in).Elem().FieldByName("ortValue")
-	if !f.IsValid() || f.Kind() != reflect.Pointer || f.IsNil() {
-		return nil, errLayout("ValueInternalData.ortValue")
-	}
-	return f.UnsafePointer(), nil
+	return livePointer(reflect.ValueOf(v.GetInternals()), "ortValue")
 }
