@@ -13,6 +13,8 @@ package mallocarena
 /*
 #include <malloc.h>
 
+static int trim(void) { return malloc_trim(0); }
+
 static int limit_arenas(int n) {
 #ifdef M_ARENA_MAX
 	return mallopt(M_ARENA_MAX, n);
@@ -27,3 +29,9 @@ import "C"
 // Limit caps glibc's malloc arenas at n for the rest of the process (call
 // it first thing in main). It reports whether the C library took it.
 func Limit(n int) bool { return C.limit_arenas(C.int(n)) == 1 }
+
+// Trim hands the free memory of every malloc arena back to the system
+// (malloc_trim(0): free pages inside the heaps too, not only at their
+// tops). Call it after a native call that needed far more memory than
+// usual; it reports whether anything was released.
+func Trim() bool { return C.trim() == 1 }
