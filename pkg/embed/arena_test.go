@@ -4,11 +4,8 @@ package embed
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
-
-	"agent/pkg/embed/embedtest"
 )
 
 // TestLongBatchLeavesNoPeak: batches of long texts (512 tokens, what a
@@ -21,11 +18,7 @@ func TestLongBatchLeavesNoPeak(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the bge-small shape on long batches")
 	}
-	dir := filepath.Join(repoRoot(t), "testdata", "models", "bge-small-random")
-	if err := embedtest.EnsureBGESmall(dir); err != nil {
-		t.Fatal(err)
-	}
-	e := newTestEmbedder(t, Config{ModelDir: dir, Threads: 2})
+	e := bgeSmall(t)
 	ctx := context.Background()
 	for range 20 {
 		if _, err := e.Embed(ctx, []string{benchSentence}); err != nil {

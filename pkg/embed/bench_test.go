@@ -12,13 +12,13 @@ import (
 // The benchmarks run the full bge-small shape (12 layers, hidden 384) with
 // random weights, generated on first use into testdata/models (git-ignored).
 
-func bgeSmall(b *testing.B) *Embedder {
-	b.Helper()
-	dir := filepath.Join(repoRoot(b), "testdata", "models", "bge-small-random")
+func bgeSmall(tb testing.TB) *Embedder {
+	tb.Helper()
+	dir := filepath.Join(repoRoot(tb), "testdata", "models", "bge-small-random")
 	if err := embedtest.EnsureBGESmall(dir); err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	return newTestEmbedder(b, Config{ModelDir: dir, Threads: 2})
+	return newTestEmbedder(tb, Config{ModelDir: dir, Threads: 2})
 }
 
 const benchSentence = "Please remind the team that the quarterly budget review moves to Thursday afternoon."

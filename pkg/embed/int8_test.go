@@ -25,11 +25,7 @@ func TestInt8ModelAgreesWithFP32(t *testing.T) {
 	if testing.Short() {
 		t.Skip("loads two bge-small-shaped models")
 	}
-	dir := filepath.Join(repoRoot(t), "testdata", "models", "bge-small-random")
-	if err := embedtest.EnsureBGESmall(dir); err != nil {
-		t.Fatal(err)
-	}
-	fp := newTestEmbedder(t, Config{ModelDir: dir, Threads: 2})
+	fp := bgeSmall(t)
 	q := bgeSmallInt8(t)
 	if q.Dim() != fp.Dim() {
 		t.Fatalf("int8 dim %d, fp32 %d", q.Dim(), fp.Dim())
