@@ -27,40 +27,6 @@ import (
 	ort "github.com/yalue/onnxruntime_go"
 )
 
-// r25Inputs builds the session's inputs for "hello world" and an output of
-// the right shape; everything is destroyed at the end of the test.
-func r25Inputs(t *testing.T, e *Embedder) (ins []ort.Value, out *ort.Tensor[float32]) {
-	t.Helper()
-	ids, err := e.tok.Encode("hello world", 16)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := int64(len(ids))
-	for _, name := range e.inputs {
-		data := make([]int64, n)
-		for i := range data {
-			switch name {
-			case "input_ids":
-				data[i] = int64(ids[i])
-			case "attention_mask":
-				data[i] = 1
-			}
-		}
-		v, err := ort.NewTensor(ort.NewShape(1, n), data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { v.Destroy() })
-		ins = append(ins, v)
-	}
-	out, err = ort.NewEmptyTensor[float32](ort.NewShape(1, n, int64(e.dim)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { out.Destroy() })
-	return ins, out
-}
-
 func r25Close(t *testing.T, a, b []float32) {
 	t.Helper()
 	if len(a) != len(b) {
@@ -277,7 +243,7 @@ func TestReview25GCDuringRuns(t *testing.T) {
 // Run after Close, values destroyed before Run, typed-nil outputs.
 func TestReview25RunnerAbuse(t *testing.T) {
 	e := newTestEmbedder(t, Config{})
-	ins, out := r25Inputs(t, e)
+	ins, out := runnerInputs(t, e)
 	r, err := onnxrt.NewThreadRunner(e.session.DynamicAdvancedSession)
 	if err != nil {
 		t.Fatal(err)
@@ -448,7 +414,7 @@ func TestReview25RunAfterSessionDestroyed(t *testing.T) {
 
 func r25Child(t *testing.T) {
 	e := newTestEmbedder(t, Config{})
-	ins, out := r25Inputs(t, e)
+	ins, out := runnerInputs(t, e)
 	r, err := onnxrt.NewThreadRunner(e.session.DynamicAdvancedSession)
 	if err != nil {
 		t.Fatal(err)
@@ -521,7 +487,7 @@ func TestReview25ORTErrorOnThread(t *testing.T) {
 // as its error; the runner keeps working.
 func TestReview25RunnerWrongShapes(t *testing.T) {
 	e := newTestEmbedder(t, Config{})
-	ins, out := r25Inputs(t, e)
+	ins, out := runnerInputs(t, e)
 	r, err := onnxrt.NewThreadRunner(e.session.DynamicAdvancedSession)
 	if err != nil {
 		t.Fatal(err)

@@ -106,41 +106,15 @@ func TestThreadRunnerContract(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := len(e.inputs)
-	ids, err := e.tok.Encode("hello world", 16)
-	if err != nil || len(ids) != 4 {
-		t.Fatalf("Encode: %v %v", ids, err)
-	}
-	shape := ort.NewShape(1, 4)
-	var ins []ort.Value
-	for _, name := range e.inputs {
-		data := make([]int64, 4)
-		for i := range data {
-			switch name {
-			case "input_ids":
-				data[i] = int64(ids[i])
-			case "attention_mask":
-				data[i] = 1
-			}
-		}
-		v, err := ort.NewTensor(shape, data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer v.Destroy()
-		ins = append(ins, v)
-	}
-	out, err := ort.NewEmptyTensor[float32](ort.NewShape(1, 4, int64(e.dim)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Destroy()
+	ins, out := runnerInputs(t, e)
+	seq := out.GetShape()[1]
 	if err := r.Run(ins[:n-1], []ort.Value{out}, nil); err == nil {
 		t.Error("Run with an input missing: no error")
 	}
 	if err := r.Run(ins, []ort.Value{nil}, nil); err == nil {
 		t.Error("Run with an output left to allocate: no error")
 	}
-	bad, err := ort.NewEmptyTensor[float32](ort.NewShape(1, 3, int64(e.dim)))
+	bad, err := ort.NewEmptyTensor[float32](ort.NewShape(1, seq-1, int64(e.dim)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,4 +158,38 @@ func BenchmarkEmbedOneInCall(b *testing.B) {
 	}
 	e.session.thread = nil
 	benchOne(b, e)
+}
+
+// runnerInputs builds the session's inputs for "hello world" and an output of
+// the right shape; everything is destroyed at the end of the test.
+func runnerInputs(t *testing.T, e *Embedder) (ins []ort.Value, out *ort.Tensor[float32]) {
+	t.Helper()
+	ids, err := e.tok.Encode("hello world", 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := int64(len(ids))
+	for _, name := range e.inputs {
+		data := make([]int64, n)
+		for i := range data {
+			switch name {
+			case "input_ids":
+				data[i] = int64(ids[i])
+			case "attention_mask":
+				data[i] = 1
+			}
+		}
+		v, err := ort.NewTensor(ort.NewShape(1, n), data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { v.Destroy() })
+		ins = append(ins, v)
+	}
+	out, err = ort.NewEmptyTensor[float32](ort.NewShape(1, n, int64(e.dim)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { out.Destroy() })
+	return ins, out
 }

@@ -214,15 +214,11 @@ func sessionInternals(s *ort.DynamicAdvancedSession) (sess unsafe.Pointer, ins, 
 	if s == nil {
 		return nil, nil, nil, errors.New("onnxrt: runner: no session")
 	}
-	a := reflect.ValueOf(s).Elem().FieldByName("s")
-	if !a.IsValid() || a.Kind() != reflect.Pointer || a.IsNil() || a.Elem().Kind() != reflect.Struct {
-		return nil, nil, nil, errLayout("DynamicAdvancedSession.s")
+	p := reflect.ValueOf(s).Elem().FieldByName("s")
+	if sess, err = livePointer(p, "ortSession"); err != nil {
+		return nil, nil, nil, fmt.Errorf("onnxrt: runner: session: %w", err)
 	}
-	a = a.Elem()
-	f := a.FieldByName("ortSession")
-	if !f.IsValid() || f.Kind() != reflect.Pointer || f.IsNil() {
-		return nil, nil, nil, errLayout("AdvancedSession.ortSession")
-	}
+	a := p.Elem()
 	names := func(field string) ([]unsafe.Pointer, error) {
 		v := a.FieldByName(field)
 		if !v.IsValid() || v.Kind() != reflect.Slice || v.Type().Elem().Kind() != reflect.Pointer || v.Len() == 0 {
@@ -242,7 +238,7 @@ func sessionInternals(s *ort.DynamicAdvancedSession) (sess unsafe.Pointer, ins, 
 	if outs, err = names("outputNames"); err != nil {
 		return nil, nil, nil, err
 	}
-	return f.UnsafePointer(), ins, outs, nil
+	return sess, ins, outs, nil
 }
 
 // errDestroyed: a value or run options whose C object is gone.
@@ -252,7 +248,10 @@ var errDestroyed = errors.New("destroyed")
 // (a pointer to a struct of the binding): errDestroyed when it is nil (the
 // binding's Destroy sets it so), errLayout when there is no such field.
 func livePointer(v reflect.Value, field string) (unsafe.Pointer, error) {
-	if !v.IsValid() || v.Kind() != reflect.Pointer || v.IsNil() {
+	if !v.IsValid() || v.Kind() != reflect.Pointer {
+		return nil, errLayout("pointer to " + field + "'s struct")
+	}
+	if v.IsNil() {
 		return nil, errDestroyed
 	}
 	if v.Elem().Kind() != reflect.Struct {
