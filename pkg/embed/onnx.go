@@ -19,10 +19,10 @@ import (
 	ort "github.com/yalue/onnxruntime_go"
 )
 
-// trimAfter is the size of a run (batch × tokens) after which the memory
+// largeRun is the size of a run (batch × tokens) after which the memory
 // its buffers took is handed back to the system: a query or a short batch
 // of facts stays under it and pays nothing.
-const trimAfter = 256
+const largeRun = 256
 
 // session is the model's ONNX Runtime session and the thread its runs go
 // to (onnxrt.ThreadRunner: a run in a cgo call costs a two-core box about
@@ -50,15 +50,20 @@ func (e *Embedder) openSession(modelPath string, p onnxrt.Provider) error {
 	if err := onnxrt.ConfigureSession(opts, e.cfg.Threads); err != nil {
 		return fmt.Errorf("embed: session options: %w", err)
 	}
-	// No memory arena: ONNX Runtime's arena keeps the peak of the largest
-	// run for good, and one batch of long texts (a compressed session's
-	// summary, a re-embedding) left 100 MB more resident on bge-small for
-	// the life of the daemon. Without it the run's buffers go back to
-	// malloc, and trimAfter hands them back to the system after a large
-	// run. Measured (TestLongBatchLeavesNoPeak): batches of 512-token
-	// texts left +53 MB resident with the arena, -20 MB without it; one
-	// sentence embeds as fast, a batch of long texts slower (README).
-	if err := opts.SetCpuMemArena(false); err != nil {
+	// ONNX Runtime's memory arena keeps the peak of the largest run for the
+	// life of the session: one batch of long texts (a compressed session's
+	// summary, a re-embedding) left +86 MB resident on bge-small for good.
+	// Without the arena every run mallocs its buffers afresh, and a long
+	// batch runs at 60 % of the speed. So the arena stays on through a
+	// burst of large runs, and is shrunk once they stop (shrinkWhenIdle).
+	// Where the shrink cannot be reached the session runs without an arena
+	// and trims after each large run. Measured in TestLongBatchLeavesNoPeak
+	// and BenchmarkCompression (README).
+	e.arena = !e.cfg.noArena && onnxrt.CanShrinkArena()
+	if !e.arena {
+		e.log.Warn("embedding: no memory arena (ONNX Runtime's arena shrinkage is not reachable); long texts embed slower")
+	}
+	if err := opts.SetCpuMemArena(e.arena); err != nil {
 		return fmt.Errorf("embed: session options: %w", err)
 	}
 	if err := onnxrt.AppendProvider(opts, p); err != nil {
@@ -110,6 +115,12 @@ func ortSignature(modelPath string) (ins, outs []tensorSig, err error) {
 // creates is destroyed before it returns, on every path; the returned
 // slices are Go memory.
 func (e *Embedder) infer(ctx context.Context, rows [][]int) (hidden []float32, mask []int64, s, h int, err error) {
+	return e.inferRun(ctx, rows, false)
+}
+
+// inferRun is infer; shrink hands the arena's free memory back when the
+// run ends.
+func (e *Embedder) inferRun(ctx context.Context, rows [][]int, shrink bool) (hidden []float32, mask []int64, s, h int, err error) {
 	b := len(rows)
 	for _, r := range rows {
 		s = max(s, len(r))
@@ -182,9 +193,18 @@ func (e *Embedder) infer(ctx context.Context, rows [][]int) (hidden []float32, m
 	}
 
 	e.runMu.Lock()
-	err = e.runSession(ctx, inputs, outputs)
+	err = e.runSession(ctx, inputs, outputs, shrink)
+	large := b*s > largeRun
+	if large && e.arena {
+		e.largeAt = e.cfg.Clock.Now()
+		if !e.shrinkArmed {
+			e.shrinkArmed = true
+			e.idle.Add(1) // Embed holds closeMu shared: Close has not begun waiting
+			go e.shrinkWhenIdle()
+		}
+	}
 	e.runMu.Unlock()
-	if b*s > trimAfter {
+	if large && !e.arena {
 		mallocarena.Trim()
 	}
 	if outputs[0] != nil && e.dim == 0 {
@@ -213,13 +233,14 @@ func (e *Embedder) infer(ctx context.Context, rows [][]int) (hidden []float32, m
 	return out.GetData(), mask, s, int(got[len(got)-1]), nil
 }
 
-// runSession runs the session; cancelling ctx terminates the run.
-func (e *Embedder) runSession(ctx context.Context, inputs, outputs []ort.Value) error {
+// runSession runs the session; cancelling ctx terminates the run, and
+// shrink shrinks the arena when it ends.
+func (e *Embedder) runSession(ctx context.Context, inputs, outputs []ort.Value, shrink bool) error {
 	run := e.session.RunWithOptions
 	if e.session.thread != nil && outputs[0] != nil {
 		run = e.session.thread.Run
 	}
-	if ctx.Done() == nil {
+	if ctx.Done() == nil && !shrink {
 		return run(inputs, outputs, nil)
 	}
 	opts, err := ort.NewRunOptions()
@@ -231,6 +252,11 @@ func (e *Embedder) runSession(ctx context.Context, inputs, outputs []ort.Value) 
 		opts.Destroy()
 		e.live.Add(-1)
 	}()
+	if shrink {
+		if err := onnxrt.ShrinkArenaAfter(opts); err != nil {
+			return err
+		}
+	}
 	var mu sync.Mutex
 	finished := false
 	stop := context.AfterFunc(ctx, func() {
@@ -251,4 +277,47 @@ func (e *Embedder) runSession(ctx context.Context, inputs, outputs []ort.Value) 
 func (e *Embedder) destroy(v ort.Value) {
 	v.Destroy()
 	e.live.Add(-1)
+}
+
+// shrinkWhenIdle waits until no large run has ended for ArenaIdle, then
+// hands the arena's free memory back: a run of two tokens with the shrink
+// option (ONNX Runtime shrinks an arena only at the end of a run), and
+// malloc_trim for what the arena freed into malloc's heaps. A large run
+// during the wait moves the wait on; Close ends it.
+func (e *Embedder) shrinkWhenIdle() {
+	defer e.idle.Done()
+	wait := e.cfg.ArenaIdle
+	for {
+		t := e.cfg.Clock.NewTimer(wait)
+		select {
+		case <-e.done:
+			t.Stop()
+			return
+		case <-t.C():
+		}
+		e.runMu.Lock()
+		since := e.cfg.Clock.Now().Sub(e.largeAt)
+		if since < e.cfg.ArenaIdle {
+			e.runMu.Unlock()
+			wait = e.cfg.ArenaIdle - since
+			continue
+		}
+		e.shrinkArmed = false // a large run from here on waits anew
+		e.runMu.Unlock()
+		break
+	}
+	e.closeMu.RLock()
+	defer e.closeMu.RUnlock()
+	if e.closed {
+		return
+	}
+	ids, err := e.tok.Encode("", e.cfg.MaxTokens)
+	if err == nil {
+		_, _, _, _, err = e.inferRun(context.Background(), [][]int{ids}, true)
+	}
+	mallocarena.Trim()
+	e.shrinks.Add(1)
+	if err != nil {
+		e.log.Warn("embedding: shrinking the memory arena", "err", err)
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unsafe"
 
 	ort "github.com/yalue/onnxruntime_go"
 )
@@ -26,6 +27,7 @@ var runtimeState struct {
 	sync.Mutex
 	loaded        bool
 	path, version string
+	api           unsafe.Pointer // the library's C API table (nil: not reachable; see arena.go)
 }
 
 // Load initialises ONNX Runtime from the first of paths that loads and
@@ -69,6 +71,7 @@ func Load(paths []string) (version string, path string, err error) {
 		}
 		runtimeState.loaded = true
 		runtimeState.path = p
+		runtimeState.api = loadAPI(p)
 		runtimeState.version = ort.GetVersion()
 		return runtimeState.version, runtimeState.path, nil
 	}

@@ -1,0 +1,6 @@
+//go:build cgo
+
+package onnxrt
+
+// AddRunConfig lets the external tests reach addRunConfig.
+var AddRunConfig = addRunConfig
