@@ -12,6 +12,7 @@ import (
 
 	"agent/pkg/clock"
 	"agent/pkg/embed/embedtest"
+	"agent/pkg/mallocarena"
 )
 
 // longText is about 540 tokens: truncated to MaxTokens (512).
@@ -84,6 +85,7 @@ func TestLongBatchLeavesNoPeak(t *testing.T) {
 		t.Fatal("the session runs without its arena: ONNX Runtime's shrink option was not reachable")
 	}
 	shortRuns(t, e)
+	mallocarena.Trim() // start from what the process holds, not from what malloc kept of loading the model
 	before := rssBytes(t)
 	longBatches(t, e)
 	held := rssBytes(t)
@@ -115,6 +117,7 @@ func TestLongBatchWithoutArena(t *testing.T) {
 	clk := clock.NewFake(time.Time{})
 	e := bgeSmallWith(t, Config{Clock: clk, noArena: true})
 	shortRuns(t, e)
+	mallocarena.Trim()
 	before := rssBytes(t)
 	longBatches(t, e)
 	shortRuns(t, e)

@@ -102,8 +102,11 @@ type Embedder struct {
 	runMu    sync.Mutex   // one inference at a time
 	closeMu  sync.RWMutex // Embed holds it shared, Close exclusively
 	closed   bool
-	live     atomic.Int64 // native values created and not yet destroyed
-	lifetime atomic.Int64 // native values created, ever (tests)
+	// closeOnce runs Close's work once; later calls wait for it
+	closeOnce sync.Once
+	closeErr  error
+	live      atomic.Int64 // native values created and not yet destroyed
+	lifetime  atomic.Int64 // native values created, ever (tests)
 
 	// The session's memory arena (onnx.go): kept through a burst of large
 	// runs, shrunk once they stop.
@@ -296,13 +299,15 @@ func (e *Embedder) Tokenizer() *Tokenizer { return e.tok }
 
 // Close releases the model. Calls of Embed in flight finish first; later
 // ones return ErrClosed. The ONNX Runtime environment stays loaded (see
-// onnxrt.Load).
+// onnxrt.Load). Every call returns once the model is released, with the
+// first call's result.
 func (e *Embedder) Close() error {
+	e.closeOnce.Do(func() { e.closeErr = e.close() })
+	return e.closeErr
+}
+
+func (e *Embedder) close() error {
 	e.closeMu.Lock()
-	if e.closed {
-		e.closeMu.Unlock()
-		return nil
-	}
 	e.closed = true
 	close(e.done)
 	e.closeMu.Unlock()

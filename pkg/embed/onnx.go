@@ -51,8 +51,9 @@ func (e *Embedder) openSession(modelPath string, p onnxrt.Provider) error {
 		return fmt.Errorf("embed: session options: %w", err)
 	}
 	// ONNX Runtime's memory arena keeps the peak of the largest run for the
-	// life of the session: one batch of long texts (a compressed session's
-	// summary, a re-embedding) left +86 MB resident on bge-small for good.
+	// life of the session: a few batches of long texts (a compressed
+	// session's retrieval, a re-embedding) left +86 MB resident on bge-small
+	// for good.
 	// Without the arena every run mallocs its buffers afresh, and a long
 	// batch runs at 60 % of the speed. So the arena stays on through a
 	// burst of large runs, and is shrunk once they stop (shrinkWhenIdle).
@@ -316,8 +317,10 @@ func (e *Embedder) shrinkWhenIdle() {
 		_, _, _, _, err = e.inferRun(context.Background(), [][]int{ids}, true)
 	}
 	mallocarena.Trim()
-	e.shrinks.Add(1)
 	if err != nil {
-		e.log.Warn("embedding: shrinking the memory arena", "err", err)
+		// Not retried: the next large run waits anew and tries again.
+		e.log.Warn("embedding: shrinking the memory arena failed; it keeps its peak until the next large run", "err", err)
+		return
 	}
+	e.shrinks.Add(1)
 }
