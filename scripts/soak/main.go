@@ -114,6 +114,7 @@ type sample struct {
 	rssKB, fds, goroutines int // rssKB: the minute's lowest VmRSS
 	anonKB, fileKB         int // at that reading: RssAnon (heaps, arenas) and RssFile (mapped files: libraries, models, the database)
 	peakKB                 int // the minute's highest VmRSS
+	heapKB                 int // the Go heap in use (the rest of the anonymous memory is C's: ONNX Runtime, whisper, SQLite)
 	wecom, voice, admin    int64
 }
 
@@ -232,12 +233,13 @@ func run(minutes, warmup int, models string) (string, error) {
 		minuteRSS.add(readRSS(pid))
 		r := minuteRSS
 		minuteRSS = rssRange{}
+		g, heap := goMetrics()
 		s := sample{minute: minute, pid: pid, restarts: prop("NRestarts") - restarts0,
-			rssKB: r.low.rss, anonKB: r.low.anon, fileKB: r.low.file, peakKB: r.peak, fds: fds(pid), goroutines: goroutines(),
+			rssKB: r.low.rss, anonKB: r.low.anon, fileKB: r.low.file, peakKB: r.peak, heapKB: heap, fds: fds(pid), goroutines: g,
 			wecom: c.wecom.Load(), voice: c.voice.Load(), admin: c.admin.Load()}
 		samples = append(samples, s)
-		fmt.Fprintf(os.Stderr, "soak: minute %d: pid %d, RSS %.1f MB at the lowest (anonymous %.1f, files %.1f), %.1f MB at the highest of %d readings, %d files, %d goroutines, %d restarts; sent %d WeCom, %d voice, %d admin\n",
-			minute, s.pid, float64(s.rssKB)/1024, float64(s.anonKB)/1024, float64(s.fileKB)/1024, float64(s.peakKB)/1024, r.n, s.fds, s.goroutines, s.restarts, s.wecom, s.voice, s.admin)
+		fmt.Fprintf(os.Stderr, "soak: minute %d: pid %d, RSS %.1f MB at the lowest (anonymous %.1f, files %.1f), %.1f MB at the highest of %d readings, Go heap %.1f MB, %d files, %d goroutines, %d restarts; sent %d WeCom, %d voice, %d admin\n",
+			minute, s.pid, float64(s.rssKB)/1024, float64(s.anonKB)/1024, float64(s.fileKB)/1024, float64(s.peakKB)/1024, r.n, float64(s.heapKB)/1024, s.fds, s.goroutines, s.restarts, s.wecom, s.voice, s.admin)
 	}
 	take(0)
 	tick := time.NewTicker(time.Minute)
@@ -332,6 +334,12 @@ func run(minutes, warmup int, models string) (string, error) {
 	// embedder's arena holds a run's peak for 3 s) only lifts that reading.
 	late := trend[len(trend)/2:]
 	lateSlope := slope(late, func(s sample) float64 { return float64(s.rssKB) / 1024 })
+	// Where it grows, to tell a leak from a cache filling: anonymous memory
+	// (of it the Go heap; the rest is C's) and file-backed pages (the
+	// database's memory map grows with the database).
+	lateAnon := slope(late, func(s sample) float64 { return float64(s.anonKB) / 1024 })
+	lateHeap := slope(late, func(s sample) float64 { return float64(s.heapKB) / 1024 })
+	lateFile := slope(late, func(s sample) float64 { return float64(s.fileKB) / 1024 })
 	fdSlope := slope(trend, func(s sample) float64 { return float64(s.fds) })
 	grSlope := slope(trend, func(s sample) float64 { return float64(s.goroutines) })
 	t0, tN := trend[0], trend[len(trend)-1]
@@ -357,12 +365,12 @@ func run(minutes, warmup int, models string) (string, error) {
 	fmt.Fprintf(&b, "Load for %d minutes (%s): %d WeCom callbacks from %d users, %d voice turns (a new connection each), %d `agentctl send`, %d scheduled jobs due every minute (%d runs delivered), %d model requests; memory grew to %s (sessions compressed).\n\n",
 		minutes, elapsed.Round(time.Second), c.wecom.Load(), users, c.voice.Load(), c.admin.Load(), jobs, sum(runs), llm.Count(), facts())
 	fmt.Fprintf(&b, "RSS is read every 10 s: the minute's lowest reading (with its anonymous and file-backed parts), and its highest.\n\n")
-	fmt.Fprintf(&b, "| minute | RSS, lowest | of which anonymous / files | RSS, highest | open files | goroutines | restarts | sent (WeCom / voice / admin) |\n|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "| minute | RSS, lowest | of which anonymous / files | RSS, highest | Go heap in use | open files | goroutines | restarts | sent (WeCom / voice / admin) |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, s := range samples {
-		fmt.Fprintf(&b, "| %d | %.1f MB | %.1f / %.1f MB | %.1f MB | %d | %d | %d | %d / %d / %d |\n", s.minute, float64(s.rssKB)/1024, float64(s.anonKB)/1024, float64(s.fileKB)/1024, float64(s.peakKB)/1024, s.fds, s.goroutines, s.restarts, s.wecom, s.voice, s.admin)
+		fmt.Fprintf(&b, "| %d | %.1f MB | %.1f / %.1f MB | %.1f MB | %.1f MB | %d | %d | %d | %d / %d / %d |\n", s.minute, float64(s.rssKB)/1024, float64(s.anonKB)/1024, float64(s.fileKB)/1024, float64(s.peakKB)/1024, float64(s.heapKB)/1024, s.fds, s.goroutines, s.restarts, s.wecom, s.voice, s.admin)
 	}
-	fmt.Fprintf(&b, "\nAfter the %d-minute warm-up (least squares over each minute's lowest reading): RSS %+.3f MB/min (%.1f -> %.1f MB), in the last %d minutes %+.3f MB/min (the verdict: at most +0.1); open files %+.2f/min (%d -> %d), goroutines %+.2f/min (%d -> %d). ",
-		warmup, rssSlope, float64(t0.rssKB)/1024, float64(tN.rssKB)/1024, len(late)-1, lateSlope, fdSlope, t0.fds, tN.fds, grSlope, t0.goroutines, tN.goroutines)
+	fmt.Fprintf(&b, "\nAfter the %d-minute warm-up (least squares over each minute's lowest reading): RSS %+.3f MB/min (%.1f -> %.1f MB), in the last %d minutes %+.3f MB/min (the verdict: at most +0.1; anonymous %+.3f, of which the Go heap %+.3f; file-backed %+.3f); open files %+.2f/min (%d -> %d), goroutines %+.2f/min (%d -> %d). ",
+		warmup, rssSlope, float64(t0.rssKB)/1024, float64(tN.rssKB)/1024, len(late)-1, lateSlope, lateAnon, lateHeap, lateFile, fdSlope, t0.fds, tN.fds, grSlope, t0.goroutines, tN.goroutines)
 	fmt.Fprintf(&b, "WeCom replies delivered exactly once: %d of %d; voice turns answered: %d of %d; agentctl sends answered: %d of %d; restarts: %d.\n",
 		len(want)-len(missing)-len(doubled), len(want), c.voiceOK.Load(), c.voice.Load(), c.adminOK.Load(), c.admin.Load(), last.restarts)
 	if len(problems) > 0 {
@@ -555,20 +563,27 @@ func fds(pid int) int {
 	return len(e)
 }
 
-func goroutines() int {
+// goMetrics reads the daemon's goroutines and Go heap in use (KB) from
+// /metrics; -1 for what it could not read.
+func goMetrics() (goroutines, heapKB int) {
+	goroutines, heapKB = -1, -1
 	resp, err := http.Get("http://" + listen + "/metrics")
 	if err != nil {
-		return -1
+		return
 	}
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
 		if v, ok := strings.CutPrefix(sc.Text(), "go_goroutines "); ok {
 			n, _ := strconv.ParseFloat(v, 64)
-			return int(n)
+			goroutines = int(n)
+		}
+		if v, ok := strings.CutPrefix(sc.Text(), "go_memstats_heap_inuse_bytes "); ok {
+			n, _ := strconv.ParseFloat(v, 64)
+			heapKB = int(n / 1024)
 		}
 	}
-	return -1
+	return
 }
 
 // facts is the number of facts in memory (agentctl memory list).
