@@ -629,6 +629,28 @@ type View struct {
 
 const maxHomes = 1000
 
+// boxKeys lists the boxes that have written a heartbeat, from the subjects
+// of the bucket's stream: one request. A KV key listing is a watcher whose
+// end-of-initial-values marker can come early while keys are rewritten under
+// it (nats-server 2.9 with boxes beating during the listing), and a box would
+// be missing from the view.
+func (f *Fleet) boxKeys(ctx context.Context) ([]string, error) {
+	st, err := f.js.Stream(ctx, "KV_"+BoxesBucket)
+	if err != nil {
+		return nil, err
+	}
+	prefix := "$KV." + BoxesBucket + "."
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(prefix+">"))
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]string, 0, len(info.State.Subjects))
+	for subj := range info.State.Subjects {
+		keys = append(keys, strings.TrimPrefix(subj, prefix))
+	}
+	return keys, nil
+}
+
 // Status lists the boxes (by their heartbeats) and the homes.
 func (f *Fleet) Status(ctx context.Context) (View, error) {
 	v := View{Box: f.cfg.Box}
@@ -636,8 +658,8 @@ func (f *Fleet) Status(ctx context.Context) (View, error) {
 		return v, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	v.Connected = f.Connected()
-	keys, err := f.boxes.Keys(ctx)
-	if err != nil && !errors.Is(err, jetstream.ErrNoKeysFound) {
+	keys, err := f.boxKeys(ctx)
+	if err != nil {
 		return v, err
 	}
 	for _, k := range keys {

@@ -44,7 +44,9 @@ type box struct {
 func newBox(t *testing.T, url, name string, cfg fleet.Config) *box {
 	t.Helper()
 	cfg.URL, cfg.Box = url, name
-	cfg.Heartbeat = 200 * time.Millisecond
+	if cfg.Heartbeat == 0 {
+		cfg.Heartbeat = 200 * time.Millisecond
+	}
 	cfg.AckWait = 2 * time.Second
 	if testing.Verbose() {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("box", name)
@@ -79,10 +81,17 @@ func (b *box) start() {
 		}
 		return nil
 	})
+	done := b.done
 	go func() {
-		defer close(b.done)
+		defer close(done)
 		b.f.Run(ctx, b)
 	}()
+	// Stopped before the connection closes (cleanups run last first),
+	// as the daemon does: a Run left going would beat on into later tests.
+	b.t.Cleanup(func() {
+		cancel()
+		<-done
+	})
 }
 
 func (b *box) keys(conv string) []string {
@@ -418,4 +427,27 @@ func FuzzParseSubject(f *testing.F) {
 			t.Fatalf("%q parsed to %q %q, which makes %q (%v)", s, ch, conv, back, err)
 		}
 	})
+}
+
+// Every box that beats is in every view, even while all of them rewrite
+// their heartbeats during the listing (a listing by KV watcher lost one
+// against nats-server 2.9 in CI).
+func TestStatusListsEveryBeatingBox(t *testing.T) {
+	srv := natstest.Start(t)
+	var boxes []*box
+	for i := range 4 {
+		b := newBox(t, srv.URL(), fmt.Sprintf("box%d", i), fleet.Config{Ingress: i == 0, Heartbeat: 2 * time.Millisecond})
+		b.start()
+		boxes = append(boxes, b)
+	}
+	waitBoxes(t, boxes[0].f, 4)
+	for i := range 100 {
+		v, err := boxes[i%4].f.Status(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(v.Boxes) != 4 {
+			t.Fatalf("view %d of %s: %d boxes: %+v", i, v.Box, len(v.Boxes), v.Boxes)
+		}
+	}
 }
