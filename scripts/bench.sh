@@ -92,9 +92,23 @@ echo "bench: slow-body flood and idle voice sockets" >&2
 "$go" run ./scripts/measure-flood -bin bin/agent -models testdata/models -max-conns 4096 -voice-clients 0 > "$tmp/flood4096.txt"
 
 ref=""
+ref_rounds=""
 if [ -d scripts/ref/node_modules/onnxruntime-node ] && [ -f scripts/ref/bench.mjs ]; then
   echo "bench: reference (onnxruntime-node)" >&2
   ref=$(node scripts/ref/bench.mjs testdata/models/bge-small-random 2>/dev/null || true)
+  # EmbedOne against the reference in interleaved rounds, so that a
+  # disturbance of this shared machine falls on both sides alike.
+  "$go" test -tags "$tags" -c -o "$tmp/embed.test" ./pkg/embed/
+  ours=() theirs=()
+  for _ in 1 2 3 4 5; do
+    ours+=("$(cd pkg/embed && "$tmp/embed.test" -test.run '^$' -test.bench '^BenchmarkEmbedOne$' -test.benchtime 30x |
+      awk '/^BenchmarkEmbedOne/ {printf "%.3f", $3/1e6}')")
+    theirs+=("$(node scripts/ref/bench.mjs testdata/models/bge-small-random one 2>/dev/null)")
+  done
+  median() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
+  mo=$(median "${ours[@]}") mt=$(median "${theirs[@]}")
+  ref_rounds="EmbedOne, 5 rounds of 30 runs, ours and the reference taking turns: ours ${ours[*]} ms (median $mo),
+onnxruntime-node ${theirs[*]} ms (median $mt): overhead $(awk -v o="$mo" -v t="$mt" 'BEGIN {printf "%+.1f", (o/t-1)*100}') % (target <= 10 %)."
 fi
 
 # bench_rows FILE: "name | ns/op | extra metrics" rows from go test -bench output
@@ -164,6 +178,8 @@ cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)
     echo "Reference measured in the same run, same model and tokens, onnxruntime-node 1.24.1 (2 intra-op threads):"
     echo
     echo "$ref"
+    echo
+    echo "$ref_rounds"
   fi
   echo
   echo "## Speech recognition (whisper tiny shape, 3 s of espeak-ng speech, 2 threads)"

@@ -3,7 +3,8 @@
 // pkg/embed's BenchmarkEmbedOne/BenchmarkEmbedBatch32, tokenised by the
 // Hugging Face JS tokenizer, 2 intra-op threads. Prints Markdown table rows.
 //
-//   node bench.mjs MODEL_DIR
+//   node bench.mjs MODEL_DIR        (the table rows)
+//   node bench.mjs MODEL_DIR one    (EmbedOne alone: ms per sentence)
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import * as ort from "onnxruntime-node";
@@ -44,6 +45,11 @@ async function measure(texts, n) {
 }
 
 const one = await measure([sentence], 30);
+if (process.argv[3] === "one") {
+  // One round of EmbedOne alone, in ms (bench.sh interleaves rounds with ours).
+  console.log(one.toFixed(3));
+  process.exit(0);
+}
 const batch = Array.from({ length: 32 }, (_, i) => `Item ${i}: ${sentence}`);
 const b32 = await measure(batch, 10);
 console.log("| benchmark | time/op | metrics |");
