@@ -439,13 +439,23 @@ func (f *Fleet) settledUpTo(ctx context.Context, box string, seq uint64) (bool, 
 	}
 	c, err := f.js.Consumer(ctx, StreamName, "box_"+box)
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		if f.betweenReads != nil {
+			f.betweenReads()
+		}
 		if _, err := f.boxes.Get(ctx, box); err != nil {
 			return false, nil // never started yet: it will read them
 		}
-		// A box that ran and has no consumer was retired (nats consumer
-		// rm AGENT_INBOX box_NAME): what it never read is given up.
-		f.log.Warn("fleet: a retired box's unread messages are given up", "box", box, "up_to", seq)
-		return true, nil
+		// A box creates its consumer before its first heartbeat, so one
+		// that started between the two reads has its consumer now (read
+		// again: its messages are not given up under it).
+		c, err = f.js.Consumer(ctx, StreamName, "box_"+box)
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			// A box that ran and has no consumer was retired (nats
+			// consumer rm AGENT_INBOX box_NAME): what it never read is
+			// given up.
+			f.log.Warn("fleet: a retired box's unread messages are given up", "box", box, "up_to", seq)
+			return true, nil
+		}
 	}
 	if err != nil {
 		return false, err

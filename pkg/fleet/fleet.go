@@ -221,6 +221,8 @@ type Fleet struct {
 	holding   string    // the conversation whose message the consumer waits on
 	holdWhy   string    // why it waits
 	holdSince time.Time // since when
+
+	betweenReads func() // tests: runs between settledUpTo's consumer and heartbeat reads
 }
 
 // Why a box's queue waits on a message (Holding).
