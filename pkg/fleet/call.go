@@ -95,9 +95,11 @@ func (f *Fleet) Serve(ctx context.Context, service string, shared bool, fn Serve
 	})
 	// Served once this returns: the server has the subscriptions before a
 	// caller's first request (without the round trip a request sent right
-	// after found no responder). Best effort: while NATS is down the
-	// subscriptions are sent on reconnection.
-	_ = f.nc.FlushTimeout(5 * time.Second)
+	// after found no responder). Best effort, and not while NATS is down
+	// (the subscriptions are sent on reconnection; start-up does not wait).
+	if f.nc.IsConnected() {
+		_ = f.nc.FlushTimeout(5 * time.Second)
+	}
 	return nil
 }
 
