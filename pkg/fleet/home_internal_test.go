@@ -13,15 +13,8 @@ import (
 // error for a value the fleet did not write.
 func TestReadHomeFromTheLeader(t *testing.T) {
 	srv := natstest.Start(t)
-	f, err := New(Config{URL: srv.URL(), Box: "a", Ingress: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := setUp(t, Config{URL: srv.URL(), Box: "a", Ingress: true})
 	ctx := context.Background()
-	if err := f.ensure(ctx); err != nil {
-		t.Fatal(err)
-	}
 	if _, _, ok, err := f.home(ctx, "wecom.nobody"); ok || err != nil {
 		t.Fatalf("a key never written: %v, %v", ok, err)
 	}
@@ -59,31 +52,17 @@ func TestReadHomeFromTheLeader(t *testing.T) {
 // nobody after a move).
 func TestSettledUpToABoxStartingMeanwhile(t *testing.T) {
 	srv := natstest.Start(t)
-	f, err := New(Config{URL: srv.URL(), Box: "b", Ingress: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := setUp(t, Config{URL: srv.URL(), Box: "b", Ingress: true})
 	ctx := context.Background()
-	if err := f.ensure(ctx); err != nil {
-		t.Fatal(err)
-	}
 	if ok, err := f.settledUpTo(ctx, "a", 5); ok || err != nil {
 		t.Fatalf("a box never started: settled %v, %v", ok, err)
 	}
-	a, err := New(Config{URL: srv.URL(), Box: "a"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	a := setUp(t, Config{URL: srv.URL(), Box: "a"})
 	f.betweenReads = func() { // a starts: its consumer, then its heartbeat
 		if _, err := a.js.CreateOrUpdateConsumer(ctx, StreamName, a.consumerConfig()); err != nil {
 			t.Error(err)
 		}
 		a.beat(ctx)
-	}
-	if err := a.ensure(ctx); err != nil {
-		t.Fatal(err)
 	}
 	if ok, err := f.settledUpTo(ctx, "a", 5); ok || err != nil {
 		t.Fatalf("a box that started during the check: settled %v, %v (its messages given up)", ok, err)
@@ -96,4 +75,19 @@ func TestSettledUpToABoxStartingMeanwhile(t *testing.T) {
 	if ok, err := f.settledUpTo(ctx, "a", 5); !ok || err != nil {
 		t.Fatalf("a retired box: settled %v, %v", ok, err)
 	}
+}
+
+// setUp is a box connected, its stream and buckets set up, closed at the
+// test's end.
+func setUp(t *testing.T, cfg Config) *Fleet {
+	t.Helper()
+	f, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	if err := f.ensure(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return f
 }
