@@ -106,9 +106,13 @@ if [ -d scripts/ref/node_modules/onnxruntime-node ] && [ -f scripts/ref/bench.mj
     theirs+=("$(node scripts/ref/bench.mjs testdata/models/bge-small-random one 2>/dev/null)")
   done
   median() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
-  mo=$(median "${ours[@]}") mt=$(median "${theirs[@]}")
-  ref_rounds="EmbedOne, 5 rounds of 30 runs, ours and the reference taking turns: ours ${ours[*]} ms (median $mo),
+  if [[ " ${ours[*]} ${theirs[*]} " == *"  "* ]]; then
+    ref_rounds="EmbedOne rounds: a round gave no figure (ours: ${ours[*]}; onnxruntime-node: ${theirs[*]})."
+  else
+    mo=$(median "${ours[@]}") mt=$(median "${theirs[@]}")
+    ref_rounds="EmbedOne, 5 rounds of 30 runs, ours and the reference taking turns: ours ${ours[*]} ms (median $mo),
 onnxruntime-node ${theirs[*]} ms (median $mt): overhead $(awk -v o="$mo" -v t="$mt" 'BEGIN {printf "%+.1f", (o/t-1)*100}') % (target <= 10 %)."
+  fi
 fi
 
 # bench_rows FILE: "name | ns/op | extra metrics" rows from go test -bench output

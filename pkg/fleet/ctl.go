@@ -642,8 +642,8 @@ const maxHomes = 1000
 // boxKeys lists the boxes that have written a heartbeat, from the subjects
 // of the bucket's stream: one request. A KV key listing is a watcher whose
 // end-of-initial-values marker can come early while keys are rewritten under
-// it (nats-server 2.9 with boxes beating during the listing), and a box would
-// be missing from the view.
+// it (boxes beating during the listing), and a box would be missing from
+// the view.
 func (f *Fleet) boxKeys(ctx context.Context) ([]string, error) {
 	st, err := f.js.Stream(ctx, "KV_"+BoxesBucket)
 	if err != nil {
