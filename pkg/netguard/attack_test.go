@@ -73,6 +73,7 @@ func TestAttackAddressSpellings(t *testing.T) {
 		"http://[fe80::1%25eth0]/", "http://%31%32%37.0.0.1/", "http://127.0.0.1%2523/", "http://evil.example@127.0.0.1/",
 		"http://127.0.0.1:80@evil.example:8080/", "http://[::1]:443/", "https://169.254.169.254/", "HTTP://127.1/",
 		"http:127.0.0.1/", "http:/127.0.0.1/", "http://127.0.0.1:0443/", "//127.0.0.1/", "http://[0:0:0:0:0:ffff:7f00:0001]/",
+		"http://[::ffff:0:7f00:1]/", "http://[0:0:0:0:ffff:0:7f00:1]/", "http://[::ffff:0:127.0.0.1]/",
 	} {
 		if u, err := g.CheckURL(raw); err == nil {
 			port, _ := urlPort(u)

@@ -344,6 +344,12 @@ func Why(a netip.Addr) string {
 		if why := Why(netip.AddrFrom4([4]byte(b[12:16]))); why != "" {
 			return "a NAT64 address of " + why
 		}
+	case translated.Contains(a):
+		// SIIT's IPv4-translated form (RFC 2765): a translator delivers
+		// it to the IPv4 address in its last 32 bits.
+		if why := Why(netip.AddrFrom4([4]byte(b[12:16]))); why != "" {
+			return "an IPv4-translated address of " + why
+		}
 	case sixToFour.Contains(a):
 		if why := Why(netip.AddrFrom4([4]byte(b[2:6]))); why != "" {
 			return "a 6to4 address of " + why
@@ -390,8 +396,9 @@ var (
 		{netip.MustParsePrefix("fec0::/10"), "a site-local address"},
 		{netip.MustParsePrefix("ff00::/8"), "a multicast address"},
 	}
-	nat64     = netip.MustParsePrefix("64:ff9b::/96")
-	sixToFour = netip.MustParsePrefix("2002::/16")
+	nat64      = netip.MustParsePrefix("64:ff9b::/96")
+	sixToFour  = netip.MustParsePrefix("2002::/16")
+	translated = netip.MustParsePrefix("::ffff:0:0:0/96")
 )
 
 // checkAddr checks one destination address and port; host is how the

@@ -101,6 +101,8 @@ func TestSSRFAttemptsAreRefused(t *testing.T) {
 		{"http://[::ffff:127.0.0.1]/", "loopback"},
 		{"http://[::ffff:a9fe:a9fe]/", "link-local"},
 		{"http://[64:ff9b::7f00:1]/", "NAT64"},
+		{"http://[::ffff:0:7f00:1]/", "IPv4-translated address of a loopback"},
+		{"http://[::ffff:0:a9fe:a9fe]/", "IPv4-translated address of a link-local"},
 		{"http://0.0.0.0/", "unspecified"},
 		{"http://[::]/", "unspecified"},
 		{"http://224.0.0.251/", "multicast"},
@@ -288,7 +290,7 @@ func TestParseRule(t *testing.T) {
 
 func TestWhy(t *testing.T) {
 	public := []string{"93.184.216.34", "8.8.8.8", "1.1.1.1", "2606:4700:4700::1111", "2a00:1450:4001:80b::200e",
-		"64:ff9b::808:808", "2002:808:808::1", "::ffff:8.8.8.8", "172.32.0.1", "100.128.0.1", "11.0.0.1"}
+		"64:ff9b::808:808", "2002:808:808::1", "::ffff:8.8.8.8", "::ffff:0:808:808", "172.32.0.1", "100.128.0.1", "11.0.0.1"}
 	for _, s := range public {
 		if why := Why(netip.MustParseAddr(s)); why != "" {
 			t.Errorf("Why(%s) = %q, want public", s, why)
@@ -298,7 +300,7 @@ func TestWhy(t *testing.T) {
 		"100.64.0.1", "100.127.255.255", "169.254.169.254", "0.0.0.0", "0.1.2.3", "224.0.0.1", "239.255.255.250",
 		"255.255.255.255", "240.0.0.1", "192.0.0.170", "198.18.0.1", "::", "::1", "::127.0.0.1", "::ffff:10.0.0.1",
 		"fc00::1", "fdff::1", "fe80::1", "fec0::1", "ff02::1", "2001:db8::1", "2001::1", "100::1", "64:ff9b:1::1",
-		"64:ff9b::a00:1", "2002:a9fe:a9fe::"}
+		"64:ff9b::a00:1", "2002:a9fe:a9fe::", "::ffff:0:7f00:1", "::ffff:0:a9fe:a9fe", "::ffff:0:a00:1", "::ffff:0:0:0"}
 	for _, s := range private {
 		if why := Why(netip.MustParseAddr(s)); why == "" {
 			t.Errorf("Why(%s) = public, want refused", s)
