@@ -35,9 +35,20 @@ var netFiles = []string{"/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", 
 // reservedDst are the places inside a Bind may not cover.
 var reservedDst = []string{"/", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc", "/proc", "/dev", "/tmp", "/work", "/opt/agent"}
 
-// args builds bwrap's command line for spec. run is the run's own host
-// directory, tmp its /tmp.
-func (s *Sandbox) args(spec Spec, lim Limits, run, tmp string) ([]string, error) {
+// argsFD and firstDataFD are the descriptors bwrap reads its command line
+// and the DataFiles from (fd 3 is the start byte's).
+const (
+	argsFD      = 4
+	firstDataFD = 5
+)
+
+// args builds bwrap's command line for spec and the files it makes from
+// bytes, in the order of their descriptors (firstDataFD, ...): the
+// identity files, then spec.Files. run is the run's own host directory,
+// tmp its /tmp. The command line reaches bwrap through a pipe (--args), not
+// argv: inside, bwrap's own process (PID 1) would otherwise show the host
+// paths of every bind in /proc/1/cmdline.
+func (s *Sandbox) args(spec Spec, lim Limits, run, tmp string) ([]string, []DataFile, error) {
 	feat := s.bwrapFeatures()
 	a := []string{
 		"--unshare-user", "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try",
@@ -60,7 +71,7 @@ func (s *Sandbox) args(spec Spec, lim Limits, run, tmp string) ([]string, error)
 		case fi.Mode()&os.ModeSymlink != 0:
 			target, err := os.Readlink(d)
 			if err != nil {
-				return nil, fmt.Errorf("sandbox: %w", err)
+				return nil, nil, fmt.Errorf("sandbox: %w", err)
 			}
 			a = append(a, "--symlink", target, d)
 		case fi.IsDir():
@@ -78,9 +89,10 @@ func (s *Sandbox) args(spec Spec, lim Limits, run, tmp string) ([]string, error)
 		// bwrap, running as the account, reaches the run's /tmp in it.
 		_ = os.Chown(run, s.cfg.As.UID, s.cfg.As.GID)
 	}
+	data := s.identity()
 	a = append(a,
-		"--ro-bind", filepath.Join(s.cfg.TempDir, "passwd"), "/etc/passwd",
-		"--ro-bind", filepath.Join(s.cfg.TempDir, "group"), "/etc/group",
+		"--ro-bind-data", strconv.Itoa(firstDataFD), "/etc/passwd",
+		"--ro-bind-data", strconv.Itoa(firstDataFD+1), "/etc/group",
 		"--proc", "/proc",
 		"--dev", "/dev",
 	)
@@ -98,10 +110,10 @@ func (s *Sandbox) args(spec Spec, lim Limits, run, tmp string) ([]string, error)
 	for _, b := range spec.Binds {
 		dst := filepath.Clean(b.Dst)
 		if !filepath.IsAbs(b.Dst) || reserved(dst) {
-			return nil, fmt.Errorf("sandbox: bind %q: the destination must be an absolute path outside the system directories and /work", b.Dst)
+			return nil, nil, fmt.Errorf("sandbox: bind %q: the destination must be an absolute path outside the system directories and /work", b.Dst)
 		}
 		if !filepath.IsAbs(b.Src) {
-			return nil, fmt.Errorf("sandbox: bind %q: the source must be an absolute path", b.Src)
+			return nil, nil, fmt.Errorf("sandbox: bind %q: the source must be an absolute path", b.Src)
 		}
 		if b.Write {
 			a = append(a, "--bind", b.Src, dst)
@@ -109,15 +121,16 @@ func (s *Sandbox) args(spec Spec, lim Limits, run, tmp string) ([]string, error)
 			a = append(a, "--ro-bind", b.Src, dst)
 		}
 	}
-	for i, f := range spec.Files {
+	for _, f := range spec.Files {
 		dst := filepath.Clean(f.Dst)
 		if !filepath.IsAbs(f.Dst) || reserved(dst) {
-			return nil, fmt.Errorf("sandbox: file %q: the destination must be an absolute path outside the system directories and /work", f.Dst)
+			return nil, nil, fmt.Errorf("sandbox: file %q: the destination must be an absolute path outside the system directories and /work", f.Dst)
 		}
 		if len(f.Data) > MaxDataFile {
-			return nil, fmt.Errorf("sandbox: file %q: %d bytes; at most %d", f.Dst, len(f.Data), MaxDataFile)
+			return nil, nil, fmt.Errorf("sandbox: file %q: %d bytes; at most %d", f.Dst, len(f.Data), MaxDataFile)
 		}
-		a = append(a, "--ro-bind-data", strconv.Itoa(4+i), dst) // fd 3 is the start byte's
+		a = append(a, "--ro-bind-data", strconv.Itoa(firstDataFD+len(data)), dst)
+		data = append(data, DataFile{Dst: dst, Data: f.Data})
 	}
 	a = append(a,
 		"--symlink", s.python, binDir+"/python3",
@@ -130,7 +143,7 @@ func (s *Sandbox) args(spec Spec, lim Limits, run, tmp string) ([]string, error)
 	a = append(a, "--remount-ro", "/dev")
 	a = append(a, "--chdir", "/work", "--")
 	a = append(a, "/bin/sh", "-c", prelude(lim), "sandbox")
-	return append(a, spec.Argv...), nil
+	return append(a, spec.Argv...), data, nil
 }
 
 // reserved reports whether dst is, holds or lies in a place binds may not
@@ -183,18 +196,16 @@ func (s *Sandbox) bwrapFeatures() map[string]bool {
 	return s.features
 }
 
-// writeIdentity writes the one-line /etc/passwd and /etc/group every run
-// sees (the account it runs as, named sandbox) into the temp dir, once.
-func (s *Sandbox) writeIdentity() error {
+// identity is the one-line /etc/passwd and /etc/group every run sees
+// (the account it runs as, named sandbox), made from bytes: no host file
+// that the sandbox's account would have to reach.
+func (s *Sandbox) identity() []DataFile {
 	uid, gid := os.Getuid(), os.Getgid()
 	if s.cfg.As != nil {
 		uid, gid = s.cfg.As.UID, s.cfg.As.GID
 	}
-	if err := os.WriteFile(filepath.Join(s.cfg.TempDir, "passwd"), fmt.Appendf(nil, "sandbox:x:%d:%d:sandbox:/work:/bin/sh\n", uid, gid), 0o644); err != nil {
-		return fmt.Errorf("sandbox: %w", err)
+	return []DataFile{
+		{Dst: "/etc/passwd", Data: fmt.Appendf(nil, "sandbox:x:%d:%d:sandbox:/work:/bin/sh\n", uid, gid)},
+		{Dst: "/etc/group", Data: fmt.Appendf(nil, "sandbox:x:%d:\n", gid)},
 	}
-	if err := os.WriteFile(filepath.Join(s.cfg.TempDir, "group"), fmt.Appendf(nil, "sandbox:x:%d:\n", gid), 0o644); err != nil {
-		return fmt.Errorf("sandbox: %w", err)
-	}
-	return nil
 }

@@ -24,6 +24,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -243,9 +245,6 @@ func New(cfg Config) (*Sandbox, error) {
 	if err := os.Chmod(s.cfg.TempDir, 0o750); err != nil {
 		return nil, fmt.Errorf("sandbox: temp dir: %w", err)
 	}
-	if err := s.writeIdentity(); err != nil {
-		return nil, err
-	}
 	// What runs left when the daemon was killed mid-run.
 	for _, pat := range []string{"run-*", "probe-*"} {
 		old, _ := filepath.Glob(filepath.Join(s.cfg.TempDir, pat))
@@ -346,12 +345,12 @@ func (s *Sandbox) Run(ctx context.Context, spec Spec) (*Result, error) {
 			}
 		}
 	}()
-	args, err := s.args(spec, lim, run, tmp)
+	args, data, err := s.args(spec, lim, run, tmp)
 	if err != nil {
 		return nil, err
 	}
 	network := spec.Network && s.cfg.Network
-	return s.start(ctx, args, spec, lim, writable, network)
+	return s.start(ctx, args, data, spec, lim, writable, network)
 }
 
 // env is the whole environment inside: nothing of the daemon's.
@@ -377,8 +376,14 @@ func (s *Sandbox) env(extra []string) []string {
 }
 
 // start runs bwrap with args and watches the run until it ends.
-func (s *Sandbox) start(ctx context.Context, args []string, spec Spec, lim Limits, writable []string, network bool) (*Result, error) {
-	cmd := exec.Command(s.bwrap, args...)
+func (s *Sandbox) start(ctx context.Context, args []string, data []DataFile, spec Spec, lim Limits, writable []string, network bool) (*Result, error) {
+	// The options go through the pipe; the command (from "--" on) stays
+	// in argv, where bwrap looks for it.
+	dash := slices.Index(args, "--")
+	if dash < 0 {
+		return nil, errors.New("sandbox: no command in bwrap's arguments")
+	}
+	cmd := exec.Command(s.bwrap, append([]string{"--args", strconv.Itoa(argsFD)}, args[dash:]...)...)
 	cmd.Env = s.env(spec.Env)
 	cmd.Dir = "/"
 	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -408,19 +413,24 @@ func (s *Sandbox) start(ctx context.Context, args []string, spec Spec, lim Limit
 	}
 	defer startR.Close()
 	cmd.ExtraFiles = []*os.File{startW}
-	// Each DataFile's bytes come through a pipe bwrap reads (fd 4, 5...,
-	// in the order args numbered them).
-	for _, f := range spec.Files {
+	// The command line (NUL-separated, fd argsFD) and each DataFile's
+	// bytes (fd firstDataFD, ..., in the order args numbered them) come
+	// through pipes bwrap reads.
+	feeds := [][]byte{nulJoin(args[:dash])}
+	for _, f := range data {
+		feeds = append(feeds, f.Data)
+	}
+	for _, b := range feeds {
 		r, w, err := os.Pipe()
 		if err != nil {
 			return nil, fmt.Errorf("sandbox: %w", err)
 		}
 		defer r.Close()
 		cmd.ExtraFiles = append(cmd.ExtraFiles, r)
-		go func(data []byte) {
-			_, _ = w.Write(data) // fails only when bwrap died first
+		go func(b []byte) {
+			_, _ = w.Write(b) // fails only when bwrap died first
 			w.Close()
-		}(f.Data)
+		}(b)
 	}
 	// What the folders hold before the command starts: its writes are
 	// what grows past this.
@@ -501,6 +511,15 @@ loop:
 		res.Limit, res.Detail = LimitFileSize, fmt.Sprintf("%d MB per file; a command was stopped", lim.FileMB)
 	}
 	return res, nil
+}
+
+// nulJoin is args as bwrap's --args reads them: each followed by a NUL.
+func nulJoin(args []string) []byte {
+	var b []byte
+	for _, a := range args {
+		b = append(append(b, a...), 0)
+	}
+	return b
 }
 
 type killReason struct {

@@ -96,6 +96,26 @@ func TestCleanEnvironmentAndPIDs(t *testing.T) {
 	}
 }
 
+// No process inside shows a host path: bwrap's own process is PID 1 of
+// the run's namespace, and its command line names every bind's source.
+func TestNoHostPathInProcessCommandLines(t *testing.T) {
+	temp := openDir(t)
+	s := newSandbox(t, func(c *sandbox.Config) { c.TempDir = temp })
+	work, shared := openDir(t), openDir(t)
+	spec := sandbox.Spec{Work: work, Binds: []sandbox.Bind{{Src: shared, Dst: "/shared"}},
+		Files: []sandbox.DataFile{{Dst: "/opt/skill/creds", Data: []byte("k")}}}
+	res := sh(t, s, spec, `sleep 5 & for p in /proc/[0-9]*; do tr '\0' ' ' < $p/cmdline; echo; done; kill %1`)
+	out := string(res.Stdout)
+	if !strings.Contains(out, "bwrap") || !strings.Contains(out, "sleep 5") {
+		t.Fatalf("the processes inside were not listed:\n%s\n%s", out, res.Stderr)
+	}
+	for _, host := range []string{temp, work, shared, filepath.Dir(work)} {
+		if strings.Contains(out, host) {
+			t.Errorf("a command line inside shows the host path %s:\n%s", host, out)
+		}
+	}
+}
+
 // Nothing of the box but the system and the run's own folder: not the
 // daemon's state dir or config, not another folder, not /etc/shadow.
 func TestFilesystemConfined(t *testing.T) {
