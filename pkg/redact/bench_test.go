@@ -38,3 +38,42 @@ func BenchmarkRedact1KBClean(b *testing.B) {
 		NewMap(Kinds).Text(text)
 	}
 }
+
+// mixedForms are 20 values as people (and people hiding them) write them:
+// plain, grouped by dots, slashes, parentheses, fullwidth, with NBSP or
+// zero-width spaces, spaced ID numbers, fullwidth and IDN e-mail.
+var mixedForms = []string{
+	"13800138000", "138.0013.8000", "(138) 0013 8000", "（０１０）６２３４－５６７８",
+	"110105 19491231 002X", "138\u200b0013\u200b8000", "１３８００１３８０００",
+	"ｚｈａｎｇ＠ｅｘａｍｐｌｅ．ｃｏｍ", "张三@例子.中国", "user@bücher.de",
+	"139/1234/5678", "139\u00a01234\u00a05678", "010-62345678", "+86 139 1234 5678",
+	cardSpace, "6222.0212.3456.7890.128", "li@example.com", "京A12345", idNum, "(0755)23456789-12",
+}
+
+// chineseText is about 10 KB of Chinese office chat holding mixedForms,
+// one value every half kilobyte or so.
+func chineseText() string {
+	filler := "会议改到周四下午三点，在四楼402会议室，请带上第三季度的报表和合同草稿。"
+	var b strings.Builder
+	for i := 0; b.Len() < 10<<10; i++ {
+		b.WriteString(filler)
+		if i%3 == 1 && i/3 < len(mixedForms) {
+			b.WriteString("联系方式：" + mixedForms[i/3] + "，谢谢。")
+		}
+	}
+	return b.String()
+}
+
+// BenchmarkRedactChinese10KB: 10 KB of Chinese text with 20 values in
+// mixed forms, redacted and put back.
+func BenchmarkRedactChinese10KB(b *testing.B) {
+	text := chineseText()
+	b.SetBytes(int64(len(text)))
+	for b.Loop() {
+		m := NewMap(Kinds)
+		red := m.Text(text)
+		if m.Restore(red) != text {
+			b.Fatal("round trip")
+		}
+	}
+}
