@@ -6,14 +6,17 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"agent/pkg/diskuse"
 )
 
 // maxWalk bounds the entries one measurement visits: a run that makes
 // millions of empty files is stopped by the count, not measured forever.
 const maxWalk = 200_000
 
-// usage is the bytes under dir (files' sizes plus a block per entry, so
-// that a million empty files count too), stopping at maxWalk entries with
+// usage is the disk dir's tree holds (each entry's allocated blocks, at
+// least a block, so that a million empty files count too, a sparse file
+// what it holds and one preallocated with fallocate what it reserved), stopping at maxWalk entries with
 // what it saw so far plus a large penalty. It walks through an os.Root:
 // a directory a run swaps for a link to a host directory meanwhile does
 // not lead it out of dir. blind reports entries it could not read (a run
@@ -38,11 +41,8 @@ func usage(dir string) (total int64, blind bool, err error) {
 			total += 1 << 40
 			return fs.SkipAll
 		}
-		total += 4096
-		if d.Type().IsRegular() {
-			if fi, err := d.Info(); err == nil {
-				total += fi.Size()
-			}
+		if fi, err := d.Info(); err == nil {
+			total += diskuse.Of(fi)
 		}
 		return nil
 	})

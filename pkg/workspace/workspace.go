@@ -35,6 +35,7 @@ import (
 	"sync"
 
 	"agent/pkg/clip"
+	"agent/pkg/diskuse"
 	"agent/pkg/sandbox"
 	"agent/pkg/session"
 	"agent/pkg/tools"
@@ -332,15 +333,16 @@ func (s *Spaces) Usage(scope string) (int64, error) {
 	return usage(dir)
 }
 
-// entryCost is what a directory, or the metadata of any file, counts
-// against the quota (a block): folders and empty files cost disk and
-// inodes too.
-const entryCost = 4096
+// entryCost is the least a directory, or any file, counts against the
+// quota (a block): folders and empty files cost disk and inodes too.
+const entryCost = diskuse.MinEntry
 
-// usage is what dir's tree counts against the quota: file sizes plus
-// entryCost per entry. It walks through an os.Root (relative lookups), so
-// a tree deeper than PATH_MAX is measured too, and any entry it cannot
-// read is an error, never skipped.
+// usage is what dir's tree counts against the quota: the disk each entry
+// holds (allocated blocks, at least entryCost; pkg/diskuse), so that a
+// sparse file costs what it holds and a preallocated one what it
+// reserved. It walks through an os.Root (relative lookups), so a tree
+// deeper than PATH_MAX is measured too, and any entry it cannot read is an
+// error, never skipped.
 func usage(dir string) (int64, error) {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
@@ -355,14 +357,11 @@ func usage(dir string) (int64, error) {
 		if p == "." {
 			return nil
 		}
-		n += entryCost
-		if d.Type().IsRegular() {
-			fi, err := d.Info()
-			if err != nil {
-				return err
-			}
-			n += fi.Size()
+		fi, err := d.Info()
+		if err != nil {
+			return err
 		}
+		n += diskuse.Of(fi)
 		return nil
 	})
 	return n, err
@@ -533,25 +532,31 @@ func (s *Spaces) handler(name string, write bool) func(context.Context, tools.Ca
 
 // growth estimates how many bytes a write adds to the folder.
 func growth(w *tools.Workspace, name, rel string, args map[string]json.RawMessage) int64 {
-	old := -int64(entryCost) // a new file: its entry, and its new folders
+	var oldCost, oldSize int64
 	if f, fi, err := w.Open(rel); err == nil {
-		old = fi.Size()
+		oldCost, oldSize = diskuse.Of(fi), fi.Size()
 		f.Close()
 	} else {
-		old -= int64(strings.Count(rel, "/")) * entryCost
+		oldCost = -int64(strings.Count(rel, "/")) * entryCost // and its new folders
 	}
 	switch name {
 	case "write_file":
 		var content string
 		_ = json.Unmarshal(args["content"], &content)
-		return int64(len(content)) - old
+		return blocksFor(int64(len(content))) - oldCost
 	case "edit_file":
 		var o, n string
 		_ = json.Unmarshal(args["old_text"], &o)
 		_ = json.Unmarshal(args["new_text"], &n)
-		return int64(len(n) - len(o))
+		return blocksFor(oldSize+int64(len(n)-len(o))) - oldCost
 	}
 	return 0
+}
+
+// blocksFor is what a file of size bytes written whole holds of the disk:
+// whole blocks, at least one entry.
+func blocksFor(size int64) int64 {
+	return max((size+entryCost-1)/entryCost*entryCost, entryCost)
 }
 
 // setPath returns args with path replaced by rel.

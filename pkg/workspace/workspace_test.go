@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"agent/pkg/tools"
@@ -219,15 +220,15 @@ func TestControlCharactersRefused(t *testing.T) {
 	}
 }
 
-// Files count their size plus entryCost each (folders entryCost): empty
-// files and folders cost disk and inodes too.
+// Files count the blocks they hold, at least entryCost each (folders
+// too): empty files and folders cost disk and inodes too.
 func TestQuota(t *testing.T) {
 	r := newRig(t, 20000)
 	alice := p2p("alice")
-	if _, err := r.run(alice, "write_file", map[string]any{"path": "a.txt", "content": strings.Repeat("a", 6000)}); err != nil {
-		t.Fatal(err) // 6000 + 4096
+	if _, err := r.run(alice, "write_file", map[string]any{"path": "a.txt", "content": strings.Repeat("a", 9000)}); err != nil {
+		t.Fatal(err) // 9000 bytes: 3 blocks
 	}
-	_, err := r.run(alice, "write_file", map[string]any{"path": "b.txt", "content": strings.Repeat("b", 6000)})
+	_, err := r.run(alice, "write_file", map[string]any{"path": "b.txt", "content": strings.Repeat("b", 9000)})
 	if !errors.Is(err, ErrQuota) || !strings.Contains(err.Error(), "agent.workspace_quota_mb") {
 		t.Fatalf("over quota: %v", err)
 	}
@@ -235,16 +236,16 @@ func TestQuota(t *testing.T) {
 		t.Fatal("b.txt written over quota")
 	}
 	// Overwriting with something of the same size fits; shrinking frees room.
-	if _, err := r.run(alice, "write_file", map[string]any{"path": "a.txt", "content": strings.Repeat("A", 6000)}); err != nil {
+	if _, err := r.run(alice, "write_file", map[string]any{"path": "a.txt", "content": strings.Repeat("A", 9000)}); err != nil {
 		t.Fatalf("same-size overwrite: %v", err)
 	}
-	if _, err := r.run(alice, "edit_file", map[string]any{"path": "a.txt", "old_text": strings.Repeat("A", 6000), "new_text": strings.Repeat("A", 16000)}); !errors.Is(err, ErrQuota) {
+	if _, err := r.run(alice, "edit_file", map[string]any{"path": "a.txt", "old_text": strings.Repeat("A", 9000), "new_text": strings.Repeat("A", 19000)}); !errors.Is(err, ErrQuota) {
 		t.Fatalf("growing edit: %v", err)
 	}
 	if _, err := r.run(alice, "write_file", map[string]any{"path": "a.txt", "content": ""}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.run(alice, "write_file", map[string]any{"path": "b.txt", "content": strings.Repeat("b", 6000)}); err != nil {
+	if _, err := r.run(alice, "write_file", map[string]any{"path": "b.txt", "content": strings.Repeat("b", 9000)}); err != nil {
 		t.Fatalf("after freeing: %v", err)
 	}
 	// Empty files and folders are not free.
@@ -270,7 +271,7 @@ func TestQuota(t *testing.T) {
 	if out, err := r.run(p2p("bob"), "list_files", map[string]any{"path": "uploads"}); err != nil || !strings.Contains(out, "photo.jpg") {
 		t.Fatalf("bob lists his upload: %q %v", out, err)
 	}
-	if n, _ := r.s.Usage("wecom:bob"); n != 500+2*entryCost {
+	if n, _ := r.s.Usage("wecom:bob"); n != 2*entryCost { // a block for the file, one for uploads/
 		t.Fatalf("bob's usage %d", n)
 	}
 }
@@ -376,4 +377,48 @@ func FuzzRoute(f *testing.F) {
 			t.Fatalf("route(%q) = the prompt, %q", p, rel)
 		}
 	})
+}
+
+// A folder holds what its files hold of the disk: a file preallocated
+// beyond its size (fallocate --keep-size) counts its blocks, a sparse one
+// only what it holds.
+func TestUsageCountsBlocksNotSizes(t *testing.T) {
+	r := newRig(t, 1<<20)
+	dir := filepath.Join(r.dir, FilesDir, ScopeDir("wecom:alice"))
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(filepath.Join(dir, "reserved"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const keepSize = 1 // FALLOC_FL_KEEP_SIZE
+	if err := syscall.Fallocate(int(f.Fd()), keepSize, 0, 4<<20); err != nil {
+		t.Skipf("fallocate here: %v", err)
+	}
+	f.Close()
+	n, err := r.s.Usage("wecom:alice")
+	if err != nil || n < 4<<20 {
+		t.Fatalf("usage %d (%v) with 4 MiB preallocated in a 0-byte file: the quota does not see it", n, err)
+	}
+	if _, err := r.run(p2p("alice"), "write_file", map[string]any{"path": "x.txt", "content": "x"}); !errors.Is(err, ErrQuota) {
+		t.Fatalf("a write over a quota filled by preallocation: %v", err)
+	}
+	if err := os.Remove(filepath.Join(dir, "reserved")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(filepath.Join(dir, "sparse"), 0); err == nil {
+		t.Fatal("sparse exists already")
+	}
+	f, err = os.Create(filepath.Join(dir, "sparse"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(1 << 30); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if n, err := r.s.Usage("wecom:alice"); err != nil || n > 64<<10 {
+		t.Fatalf("usage %d (%v) with a 1 GiB sparse file that holds nothing", n, err)
+	}
 }
