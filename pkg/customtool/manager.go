@@ -20,11 +20,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"agent/pkg/clock"
+	"agent/pkg/invisible"
 	"agent/pkg/tools"
 	"agent/pkg/workspace"
 )
@@ -119,7 +121,61 @@ func Open(cfg Config) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Manager{cfg: cfg, store: st, logger: cfg.Logger, registered: map[string]bool{}}, nil
+	m := &Manager{cfg: cfg, store: st, logger: cfg.Logger, registered: map[string]bool{}}
+	m.holdHidden()
+	return m, nil
+}
+
+// holdHidden takes every live version holding invisible characters that
+// no owner approved escaped (stored before create_tool refused them) out
+// of service: it waits for approval again (the pending version, unless
+// another one waits already: then it goes to the history) and the record
+// says why.
+func (m *Manager) holdHidden() {
+	for _, meta := range m.store.List() {
+		if meta.Live == 0 || slices.Contains(meta.Escaped, meta.Live) {
+			continue
+		}
+		ver, err := m.store.Version(meta.Name, meta.Live)
+		if err != nil {
+			continue
+		}
+		why := ver.Hidden()
+		if why == "" {
+			continue
+		}
+		_, err = m.store.Change(meta.Name, func(next *Meta) error {
+			if next.Pending == 0 {
+				next.Pending = next.Live
+			} else {
+				next.History = append(next.History, next.Live)
+			}
+			next.LastError = fmt.Sprintf("not offered: v%d has %s, which whoever approved it could not see; "+
+				"it waits for approval again: read it (agentctl tools show %s shows every character) and approve it with its digest",
+				next.Live, why, next.Name)
+			next.LastErrorAt = m.cfg.Clock.Now().UTC()
+			next.Live = 0
+			return nil
+		})
+		if err != nil {
+			m.logger.Error("custom tool with invisible characters not held back", "tool", meta.Name, "err", err)
+			continue
+		}
+		m.logger.Warn("custom tool held for approval again: it has invisible characters", "tool", meta.Name, "version", meta.Live, "why", why)
+	}
+}
+
+// unseen says why version v of name may not run (it holds invisible
+// characters no owner approved escaped); "" when it may.
+func (m *Manager) unseen(meta Meta, v int) string {
+	if slices.Contains(meta.Escaped, v) {
+		return ""
+	}
+	ver, err := m.store.Version(meta.Name, v)
+	if err != nil {
+		return ""
+	}
+	return ver.Hidden()
 }
 
 // Store is the manager's store (agentctl's view).
@@ -154,6 +210,9 @@ func (m *Manager) offer(meta Meta) {
 		return
 	}
 	ver, err := m.store.Version(meta.Name, meta.Live)
+	if why := m.unseen(meta, meta.Live); err == nil && why != "" {
+		err = fmt.Errorf("v%d has %s; an owner must approve it again", meta.Live, why)
+	}
 	if err == nil && !m.registered[meta.Name] {
 		if _, taken := m.cfg.Registry.Get(meta.Name); taken || m.cfg.Reserved(meta.Name) {
 			err = fmt.Errorf("the name %s is taken by a built-in tool now; remove this tool or create it under another name", meta.Name)
@@ -345,7 +404,7 @@ func (m *Manager) Create(ctx context.Context, call tools.Call, def Def) (Outcome
 	m.logger.Info("custom tool waiting for approval", "tool", def.Name, "version", ver.Version, "by", who)
 	d := ver.Digest()
 	text := fmt.Sprintf("%s wrote the tool %s (v%d %s, %s, %d lines): %s\nIt runs only after an owner approves it. Read its code: agentctl tools show %s (or /tools show %s)\nApprove what you read: agentctl tools approve %s %s (or /tools approve %s %s)\nReject: agentctl tools reject %s (or /tools reject %s)",
-		who, def.Name, ver.Version, d, ver.Language, strings.Count(ver.Code, "\n")+1, firstLine(ver.Description), def.Name, def.Name, def.Name, d, def.Name, d, def.Name, def.Name)
+		invisible.Escape(who), def.Name, ver.Version, d, ver.Language, strings.Count(ver.Code, "\n")+1, invisible.Escape(firstLine(ver.Description)), def.Name, def.Name, def.Name, d, def.Name, d, def.Name, def.Name)
 	go m.cfg.Notify(context.WithoutCancel(ctx), text)
 	return out, nil
 }
@@ -374,8 +433,18 @@ func (m *Manager) Approve(name, want, by string) (Meta, error) {
 		if err := m.pinned(name, next.Pending, want); err != nil {
 			return err
 		}
+		if why := m.unseen(*next, next.Pending); why != "" {
+			if strings.TrimSpace(want) == "" {
+				return fmt.Errorf("%w: v%d of %s has %s: read it (agentctl tools show %s shows every character) and approve it with its digest", ErrConflict, next.Pending, name, why, name)
+			}
+			next.Escaped = append(next.Escaped, next.Pending)
+			next.LastError, next.LastErrorAt = "", time.Time{}
+		}
 		if next.Live > 0 {
 			next.History = append(next.History, next.Live)
+		}
+		if strings.HasPrefix(next.LastError, "not offered:") {
+			next.LastError, next.LastErrorAt = "", time.Time{}
 		}
 		next.Live, next.Pending, next.ApprovedBy = next.Pending, 0, by
 		return nil
@@ -430,6 +499,9 @@ func (m *Manager) Rollback(name, by string) (Meta, error) {
 	meta, err := m.store.Change(name, func(next *Meta) error {
 		if len(next.History) == 0 {
 			return fmt.Errorf("%w: %s has no earlier version to go back to", ErrConflict, name)
+		}
+		if v := next.History[len(next.History)-1]; m.unseen(*next, v) != "" {
+			return fmt.Errorf("%w: v%d of %s has %s, which whoever approved it could not see; it cannot be made live again (create the tool anew)", ErrConflict, v, name, m.unseen(*next, v))
 		}
 		next.Live = next.History[len(next.History)-1]
 		next.History = next.History[:len(next.History)-1]
@@ -633,8 +705,15 @@ func (m *Manager) Show(name string) string {
 	if err != nil {
 		return fmt.Sprintf("%s: version %d unreadable: %v", name, v, err)
 	}
-	return fmt.Sprintf("%s v%d %s (%s) by %s, %s, network %v\n%s\nparameters: %s\n--- code ---\n%s",
-		name, v, ver.Digest(), meta.State(), ver.Author, ver.Language, ver.Network, ver.Description, ver.Parameters, ver.Code)
+	// Every character shows (invisible.Escape): what an owner approves
+	// by its digest is what they read.
+	out := fmt.Sprintf("%s v%d %s (%s) by %s, %s, network %v\n%s\nparameters: %s\n--- code ---\n%s",
+		name, v, ver.Digest(), meta.State(), invisible.Escape(ver.Author), ver.Language, ver.Network,
+		invisible.Escape(ver.Description), invisible.Escape(string(ver.Parameters)), invisible.Escape(ver.Code))
+	if meta.LastError != "" {
+		out += "\n--- note ---\n" + invisible.Escape(meta.LastError)
+	}
+	return out
 }
 
 // Names are the management tools' names (reserved for built-ins).

@@ -74,6 +74,11 @@ type Meta struct {
 	History    []int  `json:"history,omitempty"`
 	Latest     int    `json:"latest"`
 	ApprovedBy string `json:"approved_by,omitempty"`
+	// Escaped are the versions holding invisible characters (stored
+	// before create_tool refused them: Version.Hidden) that an owner
+	// approved after reading them escaped. Any other such version is not
+	// offered.
+	Escaped []int `json:"escaped,omitempty"`
 	// LastError is the last failed call (or why the tool is not offered).
 	LastError   string    `json:"last_error,omitempty"`
 	LastErrorAt time.Time `json:"last_error_at,omitzero"`
@@ -367,6 +372,7 @@ func (s *Store) put(m *Meta) error {
 func clone(m *Meta) Meta {
 	c := *m
 	c.History = slices.Clone(m.History)
+	c.Escaped = slices.Clone(m.Escaped)
 	return c
 }
 

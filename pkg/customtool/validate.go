@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"agent/pkg/invisible"
 )
 
 // Bounds of what create_tool accepts.
@@ -67,6 +70,9 @@ func CheckSchema(s json.RawMessage) error {
 	if err := json.Unmarshal(s, &whole); err != nil {
 		return fmt.Errorf("%w: parameters must be a JSON object (a JSON schema)", ErrInvalid)
 	}
+	if at, f, ok := findInvisible(whole, "parameters", 0); ok {
+		return fmt.Errorf("%w: %s has %s; remove it", ErrInvalid, at, f)
+	}
 	if hasKey(whole, "$ref", 0) {
 		return fmt.Errorf("%w: parameters: $ref is not supported; write the schema out", ErrInvalid)
 	}
@@ -87,6 +93,35 @@ func CheckSchema(s json.RawMessage) error {
 		}
 	}
 	return checkNode(top, "parameters", 0)
+}
+
+// findInvisible finds the first invisible character in the keys and
+// strings of v (decoded JSON: a "\u200b" escape counts), with where.
+func findInvisible(v any, at string, depth int) (string, invisible.Found, bool) {
+	if depth > 64 {
+		return "", invisible.Found{}, false // refused by hasKey
+	}
+	switch x := v.(type) {
+	case string:
+		f, ok := invisible.Find(x)
+		return at, f, ok
+	case map[string]any:
+		for _, k := range slices.Sorted(maps.Keys(x)) {
+			if f, ok := invisible.Find(k); ok {
+				return at + " (a key)", f, true
+			}
+			if w, f, ok := findInvisible(x[k], at+"."+k, depth+1); ok {
+				return w, f, true
+			}
+		}
+	case []any:
+		for i, c := range x {
+			if w, f, ok := findInvisible(c, fmt.Sprintf("%s[%d]", at, i), depth+1); ok {
+				return w, f, true
+			}
+		}
+	}
+	return "", invisible.Found{}, false
 }
 
 func properties(node map[string]json.RawMessage) (map[string]json.RawMessage, error) {
@@ -242,34 +277,17 @@ func CheckDef(description, code, language string) error {
 		return fmt.Errorf("%w: code is %d bytes; at most %d", ErrInvalid, len(code), MaxCode)
 	case !utf8.ValidString(code) || !utf8.ValidString(description):
 		return fmt.Errorf("%w: code and description must be UTF-8 text", ErrInvalid)
-	case strings.IndexByte(code, 0) >= 0:
-		return fmt.Errorf("%w: code contains a NUL byte", ErrInvalid)
-	case hidden(code) != "":
-		return fmt.Errorf("%w: code contains %s, which can hide what the code does from whoever reviews it", ErrInvalid, hidden(code))
-	case hidden(description) != "":
-		return fmt.Errorf("%w: description contains %s", ErrInvalid, hidden(description))
-	case language != LangPython && language != LangShell:
+	}
+	if f, ok := invisible.Find(code); ok {
+		return fmt.Errorf("%w: code has %s: it can hide what the code does from whoever reviews it; remove it (write such a character as an escape like \\u200b)", ErrInvalid, f)
+	}
+	if f, ok := invisible.Find(description); ok {
+		return fmt.Errorf("%w: description has %s; remove it", ErrInvalid, f)
+	}
+	if language != LangPython && language != LangShell {
 		return fmt.Errorf("%w: language %q: python or sh", ErrInvalid, language)
 	}
 	return nil
-}
-
-// hidden names the first character of s that can make text read
-// differently from what it is: terminal control (escape sequences erase
-// or conceal lines), C1 controls, and the bidirectional overrides and
-// isolates of "Trojan Source"; "" when there is none. Tabs and newlines
-// are fine.
-func hidden(s string) string {
-	for _, r := range s {
-		switch {
-		case r == '\n' || r == '\t' || r == '\r':
-		case r < 0x20 || r == 0x7f || (r >= 0x80 && r <= 0x9f):
-			return fmt.Sprintf("the control character U+%04X", r)
-		case (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069) || r == 0x200e || r == 0x200f || r == 0x061c:
-			return fmt.Sprintf("the bidirectional control U+%04X", r)
-		}
-	}
-	return ""
 }
 
 // Languages a tool may be written in.
@@ -277,3 +295,26 @@ const (
 	LangPython = "python"
 	LangShell  = "sh"
 )
+
+// Hidden names the first invisible character (pkg/invisible) in v's
+// description, code or parameters: "U+E0041 TAG LATIN CAPITAL LETTER A
+// (a tag character) on line 1 of its description"; "" when there is none.
+// create_tool refuses them; a version stored before it did is not offered
+// until an owner approves it again, shown escaped.
+func (v Version) Hidden() string {
+	if f, ok := invisible.Find(v.Description); ok {
+		return f.String() + " of its description"
+	}
+	if f, ok := invisible.Find(v.Code); ok {
+		return f.String() + " of its code"
+	}
+	var whole any
+	if json.Unmarshal(v.Parameters, &whole) == nil {
+		if at, f, ok := findInvisible(whole, "parameters", 0); ok {
+			return fmt.Sprintf("%s in %s", invisible.Describe(f.Rune), at)
+		}
+	} else if f, ok := invisible.Find(string(v.Parameters)); ok {
+		return invisible.Describe(f.Rune) + " in its parameters"
+	}
+	return ""
+}
