@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -23,11 +24,28 @@ const maxWalk = 200_000
 // took the permissions off a directory to hide what it writes there):
 // callers treat that as over any limit.
 func usage(dir string) (total int64, blind bool, err error) {
+	total, blind, _, err = measure(dir, false)
+	return total, blind, err
+}
+
+// tree is what a folder held before a run: each entry by device and
+// inode.
+type tree map[fileID]fileState
+
+type fileID struct{ dev, ino uint64 }
+
+type fileState struct{ size, blocks int64 }
+
+// measure is usage, and with keep the folder's entries too.
+func measure(dir string, keep bool) (total int64, blind bool, t tree, err error) {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
-		return 0, true, err
+		return 0, true, nil, err
 	}
 	defer root.Close()
+	if keep {
+		t = tree{}
+	}
 	n := 0
 	err = fs.WalkDir(root.FS(), ".", func(_ string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -41,12 +59,122 @@ func usage(dir string) (total int64, blind bool, err error) {
 			total += 1 << 40
 			return fs.SkipAll
 		}
-		if fi, err := d.Info(); err == nil {
-			total += diskuse.Of(fi)
+		fi, err := d.Info()
+		if err != nil {
+			return nil // gone meanwhile
+		}
+		total += diskuse.Of(fi)
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && keep {
+			size, blocks := diskuse.Size(fi)
+			t[fileID{uint64(st.Dev), st.Ino}] = fileState{size, blocks}
 		}
 		return nil
 	})
-	return total, blind, err
+	if n > maxWalk {
+		t = nil // too many to take back: a run stopped for disk keeps its files
+	}
+	return total, blind, t, err
+}
+
+// rollBack takes each folder back to what it held before the run (as
+// far as sizes go): entries the run created are removed, files it grew
+// are truncated to their size before (and blocks they reserved beyond
+// it are given back). Contents the run changed in place stay changed.
+// It returns what it did, for the run's Result.
+func (s *Sandbox) rollBack(dirs []string, before map[string]tree) string {
+	var removed, cut int
+	for _, dir := range dirs {
+		t := before[dir]
+		if t == nil {
+			continue
+		}
+		if err := tend(dir, nil); err != nil { // the run may have hidden a directory
+			s.logger.Warn("sandbox: folder not readied for the roll-back", "dir", dir, "err", err)
+		}
+		r, c, err := rollBackDir(dir, t)
+		removed, cut = removed+r, cut+c
+		if err != nil {
+			s.logger.Warn("sandbox: what a run stopped for disk added was not all taken back", "dir", dir, "err", err)
+		}
+	}
+	if removed == 0 && cut == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; what the run added was taken back (%d new files or folders removed, %d grown files cut back to their size before)", removed, cut)
+}
+
+func rollBackDir(dir string, t tree) (removed, cut int, err error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer root.Close()
+	var errs []error
+	err = fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, err)
+			}
+			return nil
+		}
+		if p == "." {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok {
+			return nil
+		}
+		was, known := t[fileID{uint64(st.Dev), st.Ino}]
+		switch {
+		case !known:
+			if err := root.RemoveAll(p); err != nil {
+				errs = append(errs, err)
+			} else {
+				removed++
+			}
+			if d.IsDir() {
+				return fs.SkipDir
+			}
+		case fi.Mode().IsRegular():
+			size, blocks := diskuse.Size(fi)
+			if size <= was.size && blocks <= was.blocks {
+				return nil
+			}
+			if err := cutBack(root, p, was); err != nil {
+				errs = append(errs, err)
+			} else {
+				cut++
+			}
+		}
+		return nil
+	})
+	return removed, cut, errors.Join(append(errs, err)...)
+}
+
+// cutBack truncates the file at p to its size before and gives back the
+// blocks reserved beyond that size (fallocate --keep-size).
+func cutBack(root *os.Root, p string, was fileState) error {
+	f, err := root.OpenFile(p, os.O_WRONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := f.Truncate(was.size); err != nil {
+		return err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if _, blocks := diskuse.Size(fi); blocks > was.blocks {
+		const punch = 0x02 | 0x01 // FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
+		_ = syscall.Fallocate(int(f.Fd()), punch, was.size, 1<<62-was.size)
+	}
+	return nil
 }
 
 // tend readies dir before a run and tidies it after: every directory gets

@@ -433,11 +433,20 @@ func (s *Sandbox) start(ctx context.Context, args []string, data []DataFile, spe
 		}(b)
 	}
 	// What the folders hold before the command starts: its writes are
-	// what grows past this.
+	// what grows past this, and what a run stopped for disk is taken
+	// back to (the folders it leaves behind, not its own /tmp).
 	base := map[string]int64{}
-	for _, w := range writable {
-		base[w], _, _ = usage(w)
+	before := map[string]tree{}
+	for i, w := range writable {
+		if i == 0 {
+			base[w], _, _ = usage(w)
+			continue
+		}
+		var t tree
+		base[w], _, t, _ = measure(w, true)
+		before[w] = t
 	}
+	fs0 := freeSpace(writable)
 	start := s.clock.Now()
 	err = cmd.Start()
 	startW.Close()
@@ -455,8 +464,13 @@ func (s *Sandbox) start(ctx context.Context, args []string, data []DataFile, spe
 
 	timer := s.clock.NewTimer(lim.Timeout)
 	defer timer.Stop()
-	watch := s.clock.NewTimer(diskEvery)
+	// The disk is watched at two speeds: the free space of the folders'
+	// filesystems often (a statfs), the folders themselves (a walk)
+	// every diskEvery and as soon as the filesystems lost what the run
+	// may still write, or came near the reserve.
+	watch := s.clock.NewTimer(freeEvery)
 	defer func() { watch.Stop() }()
+	ticks := 0
 	var reason killReason
 	var waitErr error
 loop:
@@ -470,12 +484,15 @@ loop:
 			reason = killReason{LimitTime, fmt.Sprintf("%s wall time", lim.Timeout)}
 		case reason = <-killed:
 		case <-watch.C():
-			if r, over := s.overDisk(spec, writable, base); over {
-				reason = r
-			} else {
-				watch = s.clock.NewTimer(diskEvery)
-				continue
+			ticks++
+			if ticks%int(diskEvery/freeEvery) == 0 || s.diskPressed(spec, writable, fs0) {
+				if r, over := s.overDisk(spec, writable, base); over {
+					reason = r
+					break
+				}
 			}
+			watch = s.clock.NewTimer(freeEvery)
+			continue
 		}
 		// Over a limit: kill the whole run (bwrap and, through its PID
 		// namespace, everything inside) and wait for it.
@@ -490,6 +507,11 @@ loop:
 		Limit: reason.limit, Detail: reason.detail,
 	}
 	res.Exit = exitCode(cmd.ProcessState, waitErr)
+	if reason.limit == LimitDisk {
+		// Nothing of the run is left running: take back what it added,
+		// so that the folder ends where it began, not over its quota.
+		res.Detail += s.rollBack(writable[1:], before)
+	}
 	if reason.limit != LimitNone {
 		res.Exit = -1
 		return res, nil
@@ -527,8 +549,42 @@ type killReason struct {
 	detail string
 }
 
-// diskEvery is how often a run's disk use is measured.
-const diskEvery = 250 * time.Millisecond
+// diskEvery is how often a run's folders are measured (walked);
+// freeEvery how often their filesystems' free space is read.
+const (
+	diskEvery = 250 * time.Millisecond
+	freeEvery = 25 * time.Millisecond
+)
+
+// freeSpace is the free bytes of each filesystem the folders lie on, by
+// filesystem.
+func freeSpace(dirs []string) map[[2]int32]uint64 {
+	out := map[[2]int32]uint64{}
+	for _, d := range dirs {
+		var st syscall.Statfs_t
+		if err := syscall.Statfs(d, &st); err == nil {
+			out[st.Fsid.X__val] = st.Bavail * uint64(st.Bsize)
+		}
+	}
+	return out
+}
+
+// diskPressed reports whether the folders' filesystems lost, since the
+// run began, as much as the run may write, or came under the reserve: a
+// walk then says whether the run is to blame. Other writers make it
+// fire early, never late.
+func (s *Sandbox) diskPressed(spec Spec, writable []string, fs0 map[[2]int32]uint64) bool {
+	var lost uint64
+	for id, now := range freeSpace(writable) {
+		if now < uint64(s.cfg.MinFreeMB)<<20 {
+			return true
+		}
+		if was := fs0[id]; was > now {
+			lost += was - now
+		}
+	}
+	return spec.MaxWrite > 0 && lost >= uint64(spec.MaxWrite)
+}
 
 // overDisk reports whether the run grew its writable folders past
 // spec.MaxWrite or left less than MinFreeMB free.

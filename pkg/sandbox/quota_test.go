@@ -1,0 +1,103 @@
+package sandbox_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"agent/pkg/sandbox"
+)
+
+// heldBytes is what dir's tree holds of the disk (allocated blocks).
+func heldBytes(t *testing.T, dir string) int64 {
+	t.Helper()
+	var n int64
+	err := filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			n += st.Blocks * 512
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// Space reserved with fallocate --keep-size (size 0, blocks taken) is
+// disk the run writes: over what the folder has left, the run is stopped
+// and the reservation given back.
+func TestPreallocationCountsAgainstTheQuota(t *testing.T) {
+	s := newSandbox(t, nil)
+	work := openDir(t)
+	res := sh(t, s, sandbox.Spec{Work: work, MaxWrite: 8 << 20}, `: > hoard && fallocate --keep-size -l 64M hoard && echo reserved; sleep 10`)
+	if res.Limit != sandbox.LimitDisk {
+		t.Fatalf("limit %q (%s), exit %d %q: 64 MiB reserved past an 8 MiB quota went unseen", res.Limit, res.Detail, res.Exit, res.Stderr)
+	}
+	if _, err := os.Stat(filepath.Join(work, "hoard")); !os.IsNotExist(err) {
+		t.Errorf("the reserving file is still there (%v)", err)
+	}
+	if n := heldBytes(t, work); n > 1<<20 {
+		t.Errorf("the folder holds %d bytes after the run was stopped", n)
+	}
+}
+
+// A sparse file holds no disk: a run that makes one is not stopped.
+func TestSparseFileIsNotChargedItsSize(t *testing.T) {
+	s := newSandbox(t, nil)
+	work := openDir(t)
+	res := sh(t, s, sandbox.Spec{Work: work, MaxWrite: 8 << 20, Limits: sandbox.Limits{FileMB: 1 << 14}}, `truncate -s 8G sparse && sleep 0.6 && echo done`)
+	if res.Limit != sandbox.LimitNone || strings.TrimSpace(string(res.Stdout)) != "done" {
+		t.Fatalf("limit %q (%s), stdout %q: a sparse file was charged its size", res.Limit, res.Detail, res.Stdout)
+	}
+}
+
+// A run stopped for going over the quota leaves the folder as it found
+// it, size for size: the files it made are removed, the files it grew are
+// cut back, what was there before stays.
+func TestRunOverQuotaIsTakenBack(t *testing.T) {
+	s := newSandbox(t, nil)
+	work := openDir(t)
+	if err := os.WriteFile(filepath.Join(work, "keep.txt"), []byte(strings.Repeat("k", 10000)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(work, "grow.txt"), []byte("12345"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(work, "old"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	held := heldBytes(t, work)
+	res := sh(t, s, sandbox.Spec{Work: work, MaxWrite: 8 << 20},
+		`head -c 3000000 /dev/zero >> grow.txt && fallocate --keep-size -o 0 -l 2M keep.txt && mkdir -p new/deep old/sub &&
+		 i=0; while :; do i=$((i+1)); head -c 1000000 /dev/zero > new/deep/f$i; head -c 1000 /dev/zero > old/sub/g$i; done`)
+	if res.Limit != sandbox.LimitDisk {
+		t.Fatalf("limit %q (%s), exit %d %q", res.Limit, res.Detail, res.Exit, res.Stderr)
+	}
+	if !strings.Contains(res.Detail, "taken back") {
+		t.Errorf("the result does not say what was undone: %q", res.Detail)
+	}
+	b, err := os.ReadFile(filepath.Join(work, "grow.txt"))
+	if err != nil || string(b) != "12345" {
+		t.Errorf("grow.txt holds %d bytes (%v), want its 5 bytes before", len(b), err)
+	}
+	if b, err := os.ReadFile(filepath.Join(work, "keep.txt")); err != nil || len(b) != 10000 {
+		t.Errorf("keep.txt: %d bytes, %v", len(b), err)
+	}
+	for _, gone := range []string{"new", "old/sub"} {
+		if _, err := os.Lstat(filepath.Join(work, gone)); !os.IsNotExist(err) {
+			t.Errorf("%s, made by the stopped run, is still there (%v)", gone, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(work, "old")); err != nil {
+		t.Errorf("old/, there before the run, is gone: %v", err)
+	}
+	if n := heldBytes(t, work); n > held {
+		t.Errorf("the folder holds %d bytes after the roll-back, %d before", n, held)
+	}
+}
