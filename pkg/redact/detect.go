@@ -9,9 +9,14 @@
 //
 // Detection is by pattern with validation where a number carries its own
 // (the ID number's ISO 7064 check digit and date, the bank card's Luhn
-// digit). What it cannot see: values spelled out in words, split across
-// messages, with unusual separators, foreign formats, or inside pictures
-// and files the model is sent.
+// digit). The patterns run on a folded copy of the text (NFKC, every dash
+// a '-', invisible characters dropped: see fold), so fullwidth digits,
+// NBSP or zero-width spaces and the like hide nothing; digit groups may be
+// separated by spaces, dots, dashes, slashes or parentheses. A value found
+// in the copy is replaced in the original text, its exact bytes, and put
+// back as they were. What it cannot see: values spelled out in words,
+// split across messages, grouped in unusual ways, foreign formats, or
+// inside pictures and files the model is sent.
 package redact
 
 import (
@@ -20,6 +25,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -55,27 +61,46 @@ func ParseKinds(names []string) ([]Kind, error) {
 	return out, nil
 }
 
+// sep is what may stand between two digit groups (in the folded text):
+// up to three of space, tab, dot, dash, slash, parenthesis, middle dot.
+const sep = `[ \t.\-/()·•・]{0,3}`
+
 var (
-	reEmail = regexp.MustCompile(`[A-Za-z0-9._%+\-]{1,64}@[A-Za-z0-9\-]{1,63}(?:\.[A-Za-z0-9\-]{1,63})*\.[A-Za-z]{2,24}`)
-	reID    = regexp.MustCompile(`[1-9]\d{5}(?:18|19|20)\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])\d{3}[\dXx]`)
-	reCard  = regexp.MustCompile(`[1-9]\d{3}(?:[ \-]?\d{4}){2}(?:[ \-]?\d{4}[ \-]?\d{1,3}|[ \-]?\d{4}|[ \-]?\d{1,3})`) // longest first
-	// Mobile: 1[3-9]X XXXX XXXX, optionally +86; landline: area code
-	// (010, 02X or 0XXX, maybe in parentheses) and 7-8 digits, maybe an
-	// extension.
-	reMobile   = regexp.MustCompile(`(?:\+?86[ \-]?)?1[3-9]\d(?:[ \-]?\d{4}){2}`)
-	reLandline = regexp.MustCompile(`(?:\(0(?:10|2\d|[3-9]\d{2})\)|0(?:10|2\d|[3-9]\d{2}))[ \-]?[2-9]\d{6,7}(?:-\d{1,5})?`)
-	rePlate    = regexp.MustCompile(`[京津沪渝冀豫云辽黑湘皖鲁新苏浙赣鄂桂甘晋蒙陕吉闽贵粤青藏川宁琼][A-HJ-NP-Z][·• ]?[A-HJ-NP-Z0-9]{4,5}[A-HJ-NP-Z0-9挂学警港澳]`)
+	// An e-mail address: an ASCII local part, or a Chinese name (at most
+	// four characters: the text before it is often Chinese too), or Latin,
+	// Greek or Cyrillic letters; a domain of letters of any script ending
+	// in an ASCII top-level domain, a punycode one, a Chinese one from a
+	// list, or one in those scripts.
+	reEmail = regexp.MustCompile(`(?:[A-Za-z0-9._%+\-]{1,64}|\p{Han}{1,4}|[\p{Latin}\p{Greek}\p{Cyrillic}0-9._%+\-]{1,64})@` +
+		`(?:[\p{L}\p{N}](?:[\p{L}\p{N}\-]{0,61}[\p{L}\p{N}])?\.)+` +
+		`(?:[A-Za-z]{2,24}|xn--[A-Za-z0-9\-]{1,59}|中国|中國|公司|网络|網絡|香港|台湾|台灣|澳门|澳門|新加坡|在线|网址|商城|企业|集团|我爱你|游戏|购物|信息|手机|[\p{Latin}\p{Greek}\p{Cyrillic}]{2,24})`)
+	reID = regexp.MustCompile(`[1-9]\d{5}` + sep + `(?:18|19|20)\d{2}` + sep + `(?:0[1-9]|1[0-2])` + sep + `(?:0[1-9]|[12]\d|3[01])` + sep + `\d{3}` + sep + `[\dXx]`)
+	// Cards are written in groups of four (the last of 1-3): longest first.
+	reCard = regexp.MustCompile(`[1-9]\d{3}(?:` + sep + `\d{4}){2}(?:` + sep + `\d{4}` + sep + `\d{1,3}|` + sep + `\d{4}|` + sep + `\d{1,3})`)
+	// Mobile: 1[3-9]X XXXX XXXX, optionally +86 (or 0086, or in
+	// parentheses); landline: area code (010, 02X or 0XXX, maybe in
+	// parentheses) and 7-8 digits (maybe split after the third or fourth),
+	// maybe an extension.
+	reMobile   = regexp.MustCompile(`(?:\(?(?:\+|00)?86\)?` + sep + `)?\(?1[3-9]\d` + sep + `\d{4}` + sep + `\d{4}`)
+	reLandline = regexp.MustCompile(`(?:\(0(?:10|2\d|[3-9]\d{2})\)|0(?:10|2\d|[3-9]\d{2}))` + sep + `[2-9]\d{2,3}` + sep + `\d{4}(?:-\d{1,5})?`)
+	rePlate    = regexp.MustCompile(`[京津沪渝冀豫云辽黑湘皖鲁新苏浙赣鄂桂甘晋蒙陕吉闽贵粤青藏川宁琼][A-HJ-NP-Z][·•・ .\-]?[A-HJ-NP-Z0-9]{4,5}[A-HJ-NP-Z0-9挂学警港澳]`)
 )
 
-// match is one detected value.
+// match is one detected value: s[start:end] of the original text, and
+// its canonical form (see canonical).
 type match struct {
 	start, end int
 	kind       Kind
+	canon      string
 }
 
 // find returns the non-overlapping values of the enabled kinds in s, in
 // order.
 func find(s string, enabled []Kind) []match {
+	digits, at, province := scan(s)
+	var v view
+	folded := false
+	var numWins [][2]int // shared by the number kinds
 	var all []match
 	taken := func(a, b int) bool {
 		for _, m := range all {
@@ -85,7 +110,6 @@ func find(s string, enabled []Kind) []match {
 		}
 		return false
 	}
-	digits, at, province := scan(s)
 	for _, k := range Kinds {
 		if !slices.Contains(enabled, k) {
 			continue
@@ -105,9 +129,25 @@ func find(s string, enabled []Kind) []match {
 				continue
 			}
 		}
-		for _, loc := range locate(s, k) {
-			if !taken(loc[0], loc[1]) {
-				all = append(all, match{loc[0], loc[1], k})
+		if !folded {
+			v, folded = newView(s), true
+		}
+		var wins [][2]int
+		switch k {
+		case Phone, IDCard, BankCard:
+			if numWins == nil {
+				numWins = windows(v.n, k)
+			}
+			wins = numWins
+		default:
+			wins = windows(v.n, k)
+		}
+		for _, loc := range locate(v.n, k, wins) {
+			// Spans are decided in the original: two values folded from
+			// one rune ("⑩") cannot both have it.
+			a, b := v.span(loc[0], loc[1])
+			if !taken(a, b) {
+				all = append(all, match{a, b, k, canonical(k, v.n[loc[0]:loc[1]])})
 			}
 		}
 	}
@@ -115,40 +155,113 @@ func find(s string, enabled []Kind) []match {
 	return all
 }
 
+// canonical is what is the same in every way of writing a value (folded
+// already): a number's digits (a mobile's without +86), an ID number's
+// digits and X, an e-mail address in lower case, a plate without its
+// separator. Values of one canonical form are one value.
+func canonical(k Kind, f string) string {
+	switch k {
+	case Email:
+		return strings.ToLower(f)
+	case Plate:
+		return strings.Map(func(r rune) rune {
+			if strings.ContainsRune("·•・ .-", r) {
+				return -1
+			}
+			return r
+		}, f)
+	}
+	b := make([]byte, 0, len(f))
+	for i := 0; i < len(f); i++ {
+		switch c := f[i]; {
+		case c >= '0' && c <= '9':
+			b = append(b, c)
+		case c == 'x' || c == 'X':
+			b = append(b, 'X')
+		}
+	}
+	if k == Phone && len(b) > 11 && b[len(b)-11] == '1' {
+		if p := string(b[:len(b)-11]); p == "86" || p == "0086" {
+			b = b[len(b)-11:]
+		}
+	}
+	return string(b)
+}
+
 // provinces are the first characters of licence plates.
 const provinces = "京津沪渝冀豫云辽黑湘皖鲁新苏浙赣鄂桂甘晋蒙陕吉闽贵粤青藏川宁琼"
 
-// scan counts what the kinds need: the longest run of digits (spaces and
-// dashes between them allowed), an '@', a province character.
+// scan counts what the kinds need, on the original text and generously
+// (it only decides what is not worth looking at): the longest run of
+// digits (ASCII or any other, counted as two for "⑩") that no letter
+// interrupts, an '@' (or its fullwidth or small form), a province
+// character.
 func scan(s string) (digits int, at, province bool) {
 	run := 0
-	for _, r := range s {
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch asciiClass[c] {
+			case classDigit:
+				run++
+				digits = max(digits, run)
+			case classAt:
+				at, run = true, 0
+			case classOther:
+				run = 0
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		i += size
 		switch {
-		case r >= '0' && r <= '9':
-			run++
-			digits = max(digits, run)
-		case r == ' ' || r == '-':
-		case r == '@':
-			at, run = true, 0
-		default:
+		case r >= 0x4e00 && r <= 0x9fff:
 			run = 0
-			if r >= 0x4e00 && !province && strings.ContainsRune(provinces, r) {
+			if !province && isProvince(r) {
 				province = true
 			}
+		case r == 0xff20 || r == 0xfe6b:
+			at, run = true, 0
+		case unicode.IsNumber(r):
+			run += 2
+			digits = max(digits, run)
+		case unicode.IsLetter(r):
+			run = 0
 		}
 	}
 	return digits, at, province
 }
 
+// What scan makes of an ASCII byte: a digit, an '@', a separator (the
+// run of digits goes on) or anything else.
+const (
+	classOther = iota
+	classDigit
+	classAt
+	classSep
+)
+
+var asciiClass = func() (t [utf8.RuneSelf]uint8) {
+	for c := '0'; c <= '9'; c++ {
+		t[c] = classDigit
+	}
+	t['@'] = classAt
+	for _, c := range " \t.-/()+" {
+		t[c] = classSep
+	}
+	return t
+}()
+
 // locate finds kind's values in s: pattern matches that stand alone (not
 // inside a longer run of letters or digits) and pass the kind's check.
-func locate(s string, k Kind) [][2]int {
+// The patterns run only over wins, the windows where such a value can be
+// (around an '@', a run of digits, a province character: see windows),
+// not over the whole text: the same matches, far less work.
+func locate(s string, k Kind, wins [][2]int) [][2]int {
 	var out [][2]int
 	add := func(re *regexp.Regexp, ok func(string) bool, digitsOnly bool) {
-		// The patterns run only over the windows where such a value can
-		// be (around an '@', a run of digits, a province character), not
-		// over the whole text: the same matches, far less work.
-		for _, w := range windows(s, k) {
+		for _, w := range wins {
 			for _, loc := range re.FindAllStringIndex(s[w[0]:w[1]], -1) {
 				a, b := w[0]+loc[0], w[0]+loc[1]
 				if !alone(s, a, b, digitsOnly) {
@@ -176,27 +289,40 @@ func locate(s string, k Kind) [][2]int {
 	return out
 }
 
+// The characters of each kind's windows: ASCII by table, the rest by
+// function.
+var (
+	emailASCII  = asciiSet("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._%+-@")
+	plateASCII  = asciiSet("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 .-")
+	numberASCII = asciiSet("0123456789 \t.-/()+Xx")
+)
+
+func asciiSet(chars string) (t [utf8.RuneSelf]bool) {
+	for i := 0; i < len(chars); i++ {
+		t[chars[i]] = true
+	}
+	return t
+}
+
 // windows are the spans of s where a value of kind k may be: each is
 // whole tokens of the characters the kind's pattern uses, so a match in a
-// window is the match in s.
+// window is the match in s. (The number kinds share their windows.)
 func windows(s string, k Kind) [][2]int {
+	var ascii *[utf8.RuneSelf]bool
 	var in func(r rune) bool
 	var need func(w string) bool
 	switch k {
 	case Email:
-		in = func(r rune) bool {
-			return r < utf8.RuneSelf && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._%+-@", r))
-		}
-		need = func(w string) bool { return strings.Contains(w, "@") }
+		ascii = &emailASCII
+		in = func(r rune) bool { return unicode.IsLetter(r) || unicode.IsNumber(r) }
+		need = func(w string) bool { return strings.IndexByte(w, '@') >= 0 }
 	case Plate:
-		in = func(r rune) bool {
-			return r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == ' ' || r == '·' || r == '•' || strings.ContainsRune(provinces+"挂学警港澳", r)
-		}
+		ascii = &plateASCII
+		in = func(r rune) bool { return isProvince(r) || strings.ContainsRune(plateOther, r) }
 		need = func(w string) bool { return strings.ContainsAny(w, provinces) }
 	default: // numbers
-		in = func(r rune) bool {
-			return r >= '0' && r <= '9' || r == ' ' || r == '-' || r == '+' || r == '(' || r == ')' || r == 'X' || r == 'x'
-		}
+		ascii = &numberASCII
+		in = func(r rune) bool { return r == '·' || r == '•' || r == '・' }
 		need = func(w string) bool {
 			n := 0
 			for i := 0; i < len(w); i++ {
@@ -215,28 +341,55 @@ func windows(s string, k Kind) [][2]int {
 		}
 		start = -1
 	}
-	for i, r := range s {
-		if in(r) {
+	for i := 0; i < len(s); {
+		var ok bool
+		size := 1
+		if c := s[i]; c < utf8.RuneSelf {
+			ok = ascii[c]
+		} else {
+			var r rune
+			r, size = utf8.DecodeRuneInString(s[i:])
+			ok = in(r)
+		}
+		if ok {
 			if start < 0 {
 				start = i
 			}
-			continue
+		} else {
+			flush(i)
 		}
-		flush(i)
+		i += size
 	}
 	flush(len(s))
 	return out
 }
 
+// plateOther are the other non-ASCII characters of a plate.
+const plateOther = "挂学警港澳·•・"
+
+// provinceSet has a bit for each province character (all CJK ideographs).
+var provinceSet = func() (t [(0x9fff - 0x4e00 + 64) / 64]uint64) {
+	for _, r := range provinces {
+		t[(r-0x4e00)/64] |= 1 << ((r - 0x4e00) % 64)
+	}
+	return t
+}()
+
+// isProvince reports whether r starts a licence plate.
+func isProvince(r rune) bool {
+	return r >= 0x4e00 && r <= 0x9fff && provinceSet[(r-0x4e00)/64]&(1<<((r-0x4e00)%64)) != 0
+}
+
 // alone reports whether s[a:b] is not part of a longer token: for numbers
-// no digit (or letter, for an ID's X) touches it; for the others no ASCII
-// letter or digit.
+// no digit (or letter, for an ID's X) touches it, nor a dash or plus, nor
+// a dot with a digit beyond it (a longer dotted number: "2024.13800138000.1");
+// for the others no ASCII letter or digit.
 func alone(s string, a, b int, digits bool) bool {
 	if escapeBefore(s, a) {
 		a = 0 // a JSON escape ("\n", "\u8bdd") ends just before: a boundary
 	}
-	before, _ := utf8.DecodeLastRuneInString(s[:a])
-	after, _ := utf8.DecodeRuneInString(s[b:])
+	before, n := utf8.DecodeLastRuneInString(s[:a])
+	after, m := utf8.DecodeRuneInString(s[b:])
 	edge := func(r rune) bool {
 		if r >= '0' && r <= '9' {
 			return true
@@ -245,6 +398,17 @@ func alone(s string, a, b int, digits bool) bool {
 			return true
 		}
 		return digits && (r == '-' || r == '+')
+	}
+	isDigit := func(r rune) bool { return r >= '0' && r <= '9' }
+	if digits && a > n && before == '.' {
+		if r, _ := utf8.DecodeLastRuneInString(s[:a-n]); isDigit(r) {
+			return false
+		}
+	}
+	if digits && b+m < len(s) && after == '.' {
+		if r, _ := utf8.DecodeRuneInString(s[b+m:]); isDigit(r) {
+			return false
+		}
 	}
 	return !(a > 0 && edge(before)) && !(b < len(s) && edge(after))
 }
@@ -270,6 +434,7 @@ func escapeBefore(s string, a int) bool {
 // validID checks an 18-digit resident ID number: a real date of birth
 // and the ISO 7064 MOD 11-2 check digit.
 func validID(v string) bool {
+	v = canonical(IDCard, v)
 	if len(v) != 18 {
 		return false
 	}
