@@ -24,6 +24,7 @@ import (
 	"agent/pkg/clip"
 	"agent/pkg/clock"
 	"agent/pkg/config"
+	"agent/pkg/invisible"
 	"agent/pkg/llm"
 	"agent/pkg/logging"
 	"agent/pkg/session"
@@ -136,8 +137,14 @@ type Deps struct {
 	// becomes the tool result (stored in the session, sent to the model,
 	// shown by /verbose): logging.Scrubber.Scrub; nil:
 	// logging.ScrubPatterns.
-	Scrub  func(string) string
-	Logger *slog.Logger
+	Scrub func(string) string
+	// Stripped counts the invisible characters (pkg/invisible) taken out
+	// of what goes to the model, by source: "tool_result" (every tool's
+	// output: exec, custom and MCP tools, web and document text),
+	// "tool_spec" (names, descriptions and schemas offered), "user_message"
+	// and "prompt" (the system message). nil: not counted.
+	Stripped func(source string, n int)
+	Logger   *slog.Logger
 	// Clock is the turn's time: the date in the prompt and the time budget
 	// (TurnTimeout, FinalGrace). nil: Now with real timers.
 	Clock clock.Clock
@@ -294,9 +301,9 @@ func (a *Agent) Turn(ctx context.Context, in Input, emit func(Event)) (Output, e
 	}
 	history := session.Repair(window)
 
-	user := llm.Message{Role: llm.RoleUser, Content: in.Text}
+	user := llm.Message{Role: llm.RoleUser, Content: a.strip("user_message", in.Text)}
 	if len(in.Images) > 0 {
-		user.Parts = append([]llm.Part{llm.TextPart(in.Text)}, in.Images...)
+		user.Parts = append([]llm.Part{llm.TextPart(user.Content)}, in.Images...)
 	}
 	persist := func(msgs ...llm.Message) error {
 		if err := a.d.Sessions.Append(hardCtx, sess.ID, msgs...); err != nil {
@@ -335,6 +342,8 @@ func (a *Agent) Turn(ctx context.Context, in Input, emit func(Event)) (Output, e
 	} else if memBlock != "" {
 		system = "## Relevant memory\n\n" + memBlock
 	}
+
+	system = a.strip("prompt", system)
 
 	model := cfg.Model
 	if fast && cfg.VoiceModel != "" {
@@ -489,9 +498,73 @@ func (a *Agent) offer(ctx context.Context, in Input, history []llm.Message, pull
 	}
 	out := make([]llm.Tool, len(list))
 	for i, t := range list {
-		out[i] = t.Spec()
+		out[i] = a.cleanSpec(t.Spec())
 	}
 	return out
+}
+
+// strip takes the invisible characters out of s (pkg/invisible), counted
+// under source.
+func (a *Agent) strip(source, s string) string {
+	s, n := invisible.Strip(s)
+	if n > 0 && a.d.Stripped != nil {
+		a.d.Stripped(source, n)
+	}
+	return s
+}
+
+// cleanSpec is t without invisible characters in its name, description
+// and schema (the strings of the schema, "\u200b" escapes included).
+func (a *Agent) cleanSpec(t llm.Tool) llm.Tool {
+	t.Function.Name = a.strip("tool_spec", t.Function.Name)
+	t.Function.Description = a.strip("tool_spec", t.Function.Description)
+	p := t.Function.Parameters
+	if len(p) == 0 {
+		return t
+	}
+	if _, n := invisible.Strip(string(p)); n == 0 && !bytes.Contains(p, []byte(`\u`)) {
+		return t // nothing hidden (the common case: no decoding)
+	}
+	var v any
+	if json.Unmarshal(p, &v) != nil {
+		t.Function.Parameters = json.RawMessage(a.strip("tool_spec", string(p)))
+		return t
+	}
+	n := 0
+	v = stripJSON(v, &n)
+	if n == 0 {
+		return t
+	}
+	if b, err := json.Marshal(v); err == nil {
+		t.Function.Parameters = b
+		if a.d.Stripped != nil {
+			a.d.Stripped("tool_spec", n)
+		}
+	}
+	return t
+}
+
+// stripJSON strips the keys and strings of decoded JSON, adding to n.
+func stripJSON(v any, n *int) any {
+	switch x := v.(type) {
+	case string:
+		s, k := invisible.Strip(x)
+		*n += k
+		return s
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for key, c := range x {
+			k, m := invisible.Strip(key)
+			*n += m
+			out[k] = stripJSON(c, n)
+		}
+		return out
+	case []any:
+		for i, c := range x {
+			x[i] = stripJSON(c, n)
+		}
+	}
+	return v
 }
 
 // finish stores the final assistant message and returns it as the answer.
@@ -593,7 +666,9 @@ func (a *Agent) runTools(ctx context.Context, in Input, calls []llm.ToolCall, se
 	msgs := make([]llm.Message, len(calls))
 	for i, c := range calls {
 		r := results[i]
-		text := capText(r.text, a.cfg.ToolResultBytes)
+		// Every tool's output enters the conversation here: what a reader
+		// would not see does not reach the model either.
+		text := capText(a.strip("tool_result", r.text), a.cfg.ToolResultBytes)
 		msgs[i] = llm.Message{Role: llm.RoleTool, ToolCallID: c.ID, Name: c.Function.Name, Content: text}
 		verbose(Event{Kind: EventToolResult, Step: step, Tool: c.Function.Name, CallID: c.ID, Text: text, IsError: r.isErr, Duration: r.dur})
 	}

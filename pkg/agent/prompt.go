@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"agent/pkg/clip"
+	"agent/pkg/invisible"
 )
 
 // Prompt files read from the workspace, in the order they enter the system
@@ -43,6 +44,10 @@ type Prompt struct {
 	static    string                            // SOUL + AGENT + USER
 	built     bool
 	lastCheck time.Time // the now of the last stat pass
+	// stripped counts the invisible characters taken out of the files;
+	// uncounted are those taken out before it was set.
+	stripped  func(source string, n int)
+	uncounted int
 }
 
 type promptFile struct {
@@ -75,6 +80,19 @@ func (p *Prompt) SetSkills(index func(channel, user string) string) {
 	p.mu.Lock()
 	p.skills = index
 	p.mu.Unlock()
+}
+
+// CountStripped sets where the invisible characters (pkg/invisible)
+// taken out of the prompt files are counted, as source "workspace_file";
+// those taken out already (by NewPrompt) are counted at once.
+func (p *Prompt) CountStripped(fn func(source string, n int)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stripped = fn
+	if p.uncounted > 0 && fn != nil {
+		fn("workspace_file", p.uncounted)
+		p.uncounted = 0
+	}
 }
 
 // Reload re-reads every file and returns the names of those whose content
@@ -192,6 +210,16 @@ func (p *Prompt) loadFile(name string, f *promptFile, force bool) (bool, error) 
 	if len(content) > maxPromptFile {
 		content = clip.Bytes(content, maxPromptFile) + fmt.Sprintf("\n\n[%s truncated: larger than %d KiB]", name, maxPromptFile>>10)
 		p.logger.Warn("prompt file truncated", "file", path, "size", st.Size(), "limit", maxPromptFile)
+	}
+	// A reader of the file does not see these; the model would.
+	content, n := invisible.Strip(content)
+	if n > 0 {
+		p.logger.Warn("prompt file: invisible characters removed", "file", path, "count", n)
+		if p.stripped != nil {
+			p.stripped("workspace_file", n)
+		} else {
+			p.uncounted += n
+		}
 	}
 	old := f.content
 	*f = promptFile{exists: true, mtime: st.ModTime(), size: st.Size(), content: content}
