@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"agent/pkg/config"
+	"agent/pkg/invisible"
 	"agent/pkg/tools"
 )
 
@@ -90,6 +91,10 @@ type Options struct {
 	TerminateDuration time.Duration
 	MaxResultBytes    int // cap on a tool result's text; default 16 KiB
 	MaxToolsPerServer int // tools beyond this are ignored; default 128
+	// Stripped counts the invisible characters (pkg/invisible) taken out
+	// of the servers' tool descriptions and results before the model
+	// reads them; nil: not counted.
+	Stripped func(n int)
 
 	// Stderr of stdio servers: lines are cut at StderrMaxLine bytes (default
 	// 1024) and at most StderrBurst lines (default 100) then StderrPerSecond
@@ -200,6 +205,13 @@ func New(opts Options) (*Manager, error) {
 		servers:   make(map[string]*server),
 		published: make(map[string]published),
 	}, nil
+}
+
+// stripped counts n invisible characters taken out.
+func (m *Manager) stripped(n int) {
+	if n > 0 && m.opts.Stripped != nil {
+		m.opts.Stripped(n)
+	}
 }
 
 // Apply makes the running servers match servers: new ones are started,
@@ -369,7 +381,8 @@ func (m *Manager) syncLocked() {
 			continue
 		}
 		w := desired[name]
-		desc := w.desc
+		desc, n := invisible.Strip(w.desc)
+		m.stripped(n)
 		if desc == "" {
 			desc = fmt.Sprintf("Tool %s of MCP server %s.", w.tool, w.srv.name)
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"agent/pkg/config"
+	"agent/pkg/invisible"
 	"agent/pkg/tools"
 )
 
@@ -389,7 +390,8 @@ func (s *server) call(ctx context.Context, tool string, args json.RawMessage) (s
 		}
 		return "", fmt.Errorf("tool %s on MCP server %s: %w", tool, s.name, err)
 	}
-	text := formatResult(res, s.m.opts.MaxResultBytes)
+	text, n := invisible.Strip(formatResult(res, s.m.opts.MaxResultBytes))
+	s.m.stripped(n)
 	if res.IsError {
 		return "", &ToolError{Server: s.name, Tool: tool, Text: text}
 	}
