@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"agent/pkg/clip"
+	"agent/pkg/invisible"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -31,6 +32,7 @@ type parsed struct {
 	Description string
 	Requires    Requirements
 	Err         string // why the front matter is unusable ("" when fine)
+	Stripped    int    // invisible characters taken out of the description
 }
 
 // parse reads a SKILL.md (already bounded by the caller). folder is the
@@ -67,7 +69,7 @@ func parse(content []byte, folder string) parsed {
 	if p.Description == "" {
 		p.Description = first
 	}
-	p.Description = cleanDesc(p.Description)
+	p.Description, p.Stripped = cleanDesc(p.Description)
 	if p.Err == "" && !validName(p.Name) {
 		p.Err = fmt.Sprintf("invalid name %q (want letters, digits, '_', '.', '-', at most 64, starting with a letter or digit)", clip.String(p.Name, 80))
 		p.Name = safeText(p.Name, 80)
@@ -361,9 +363,10 @@ func scanBody(body []byte) (heading, first string) {
 }
 
 // cleanDesc makes a description one line of printable UTF-8 of at most
-// maxDesc bytes.
-func cleanDesc(s string) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
+// maxDesc bytes, without invisible characters (pkg/invisible: it enters
+// the system message); it returns how many of those it took out.
+func cleanDesc(s string) (string, int) {
+	s, n := invisible.Strip(s)
 	s = strings.Map(func(r rune) rune {
 		if unicode.IsControl(r) || r == '\u2028' || r == '\u2029' {
 			return ' '
@@ -374,7 +377,7 @@ func cleanDesc(s string) string {
 	if len(s) > maxDesc {
 		s = clip.Bytes(s, maxDesc-3) + "..."
 	}
-	return s
+	return s, n
 }
 
 // oneLine collapses whitespace (a YAML error message may span lines).

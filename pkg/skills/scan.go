@@ -225,6 +225,7 @@ func (s *Set) load(f found) Skill {
 	}
 	p := parse(data, f.folder)
 	sk.Name, sk.Description, sk.Requires, sk.Err = p.Name, p.Description, p.Requires, p.Err
+	s.stripped(p.Stripped)
 	s.evaluate(&sk)
 	return sk
 }

@@ -18,6 +18,7 @@ import (
 
 	"agent/pkg/clip"
 	"agent/pkg/clock"
+	"agent/pkg/invisible"
 )
 
 // Source is where a skill was found; a higher one hides a lower one of the
@@ -89,8 +90,12 @@ type Config struct {
 	HasEnv     func(skill, name string) bool
 	GOOS       string // "": runtime.GOOS
 	IndexBytes int    // budget of Index(); 0: 4096
-	Clock      clock.Clock
-	Logger     *slog.Logger
+	// Stripped counts the invisible characters (pkg/invisible) taken
+	// out of the skills' descriptions and SKILL.md text before the model
+	// reads them; nil: not counted.
+	Stripped func(n int)
+	Clock    clock.Clock
+	Logger   *slog.Logger
 }
 
 // Sentinel errors.
@@ -328,7 +333,9 @@ func (s *Set) Read(name string) (string, []File, error) {
 	if err != nil {
 		return "", nil, fmt.Errorf("skills: read %s: %w", name, err)
 	}
-	text := strings.ToValidUTF8(string(data), "\uFFFD")
+	// What a reader of SKILL.md does not see does not reach the model.
+	text, n := invisible.Strip(string(data))
+	s.stripped(n)
 	if truncated {
 		text = clip.Bytes(text, maxSkillFile) + fmt.Sprintf("\n\n[SKILL.md truncated: larger than %d KiB]", maxSkillFile>>10)
 	}
@@ -337,6 +344,13 @@ func (s *Set) Read(name string) (string, []File, error) {
 		s.log.Warn("skill files not all listed", "skill", name, "err", err)
 	}
 	return text, files, nil
+}
+
+// stripped counts n invisible characters taken out.
+func (s *Set) stripped(n int) {
+	if n > 0 && s.cfg.Stripped != nil {
+		s.cfg.Stripped(n)
+	}
 }
 
 // WhyNot says why a skill is not offered ("available" when it is).
