@@ -108,6 +108,10 @@ type Agent struct {
 	// WorkspaceQuotaMB bounds each user's private workspace (their files
 	// and uploads); 0 = no limit.
 	WorkspaceQuotaMB int `toml:"workspace_quota_mb"`
+	// DiskReserveMB is the free disk no user's run or upload may take on
+	// the filesystems they write to (the workspace's, the sandbox's
+	// /tmp): the box keeps it for its database and logs.
+	DiskReserveMB int `toml:"disk_reserve_mb"`
 }
 
 // Server is the [server] section.
@@ -472,6 +476,7 @@ const (
 	defaultTimezone          = "UTC"
 	defaultMaxToolIterations = 20
 	defaultWorkspaceQuotaMB  = 200
+	defaultDiskReserveMB     = 500
 	defaultMaxConns          = 1024
 	defaultMaxConnsPerClient = 64
 	defaultListen            = "127.0.0.1:8080"
@@ -526,6 +531,7 @@ func Default() *Config {
 			MaxToolIterations: defaultMaxToolIterations,
 			Owners:            []string{},
 			WorkspaceQuotaMB:  defaultWorkspaceQuotaMB,
+			DiskReserveMB:     defaultDiskReserveMB,
 		},
 		Server: Server{
 			Listen:            defaultListen,

@@ -17,7 +17,6 @@ package customtool
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -28,7 +27,6 @@ import (
 	"agent/pkg/clock"
 	"agent/pkg/invisible"
 	"agent/pkg/tools"
-	"agent/pkg/workspace"
 )
 
 // Config of the Manager.
@@ -270,8 +268,8 @@ func (m *Manager) Call(ctx context.Context, name string, call tools.Call) (strin
 		return "", fmt.Errorf("custom tool %s cannot run: the sandbox is unavailable: %v", name, err)
 	}
 	v, err := m.cfg.Spaces.View(call)
-	if err != nil && !errors.Is(err, workspace.ErrQuota) {
-		return "", err // a full folder still runs: any write stops it
+	if err != nil {
+		return "", err // a folder over its quota runs nothing
 	}
 	sp := spec(name, ver, v, call.Args)
 	sp.Network = sp.Network && m.cfg.Network()

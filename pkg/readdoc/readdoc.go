@@ -138,9 +138,10 @@ func (cfg Config) pdf(ctx context.Context, call tools.Call, a Args) (*document.D
 	if err != nil || run == nil {
 		return nil, fmt.Errorf("reading PDFs needs the sandbox, which is not available on this box (%v); an operator can run agentctl doctor", err)
 	}
-	// Reading writes nothing: a full folder may still be read.
+	// A folder over its quota runs nothing in the sandbox, reading
+	// included: the file tools free room first (delete_file).
 	v, err := cfg.Spaces.View(call)
-	if err != nil && !errors.Is(err, workspace.ErrQuota) {
+	if err != nil {
 		return nil, err
 	}
 	inside, err := cfg.Spaces.Inside(call, a.Path, true)

@@ -144,11 +144,9 @@ func (cfg Config) run(ctx context.Context, call tools.Call) (string, error) {
 		}
 	}
 	v, err := cfg.Spaces.View(call)
-	if errors.Is(err, workspace.ErrQuota) {
-		// A full folder may still be listed and tidied: the run goes,
-		// and any write stops it.
-		notes = append(notes, fmt.Sprintf("%v; this run may delete and read, not write", err))
-	} else if err != nil {
+	if err != nil {
+		// A folder over its quota (or a disk down to its reserve) runs
+		// nothing: the file tools free room (delete_file).
 		return "", err
 	}
 	before := snapshot(v.Work)

@@ -176,18 +176,43 @@ func TestExecLeftoversDoNotFoolFileTools(t *testing.T) {
 	}
 }
 
-// A run cannot write past the user's quota.
+// A run cannot write past the user's quota: it is stopped, told why, and
+// what it wrote is taken back. A run that would start over the quota does
+// not start; delete_file frees room.
 func TestExecQuota(t *testing.T) {
 	f := newFixture(t, 2, false)
-	out := f.must(t, "alice", `i=0; while :; do i=$((i+1)); head -c 500000 /dev/zero > f$i || exit 7; done`)
-	if !strings.Contains(out, "STOPPED: over the disk limit") {
-		t.Errorf("quota not enforced:\n%s", out)
+	if f.must(t, "alice", `head -c 300000 /dev/zero > before.bin`) == "" {
+		t.Fatal("no result")
 	}
-	// The folder is full now: a run may still list and delete (and is
-	// told why it may not write); a write stops it.
-	out = f.must(t, "alice", `ls | wc -l; rm f1 f2 f3`)
-	if !strings.Contains(out, "may delete and read, not write") || !strings.Contains(out, "files deleted: f1, f2, f3") {
-		t.Errorf("run in a full folder:\n%s", out)
+	out := f.must(t, "alice", `i=0; while :; do i=$((i+1)); head -c 500000 /dev/zero > f$i || exit 7; done`)
+	if !strings.Contains(out, "STOPPED: over the disk limit") || !strings.Contains(out, "taken back") {
+		t.Errorf("quota not enforced, or the run's files kept:\n%s", out)
+	}
+	out = f.must(t, "alice", `ls`)
+	if strings.TrimSpace(strings.Split(out, "stdout:\n")[1]) != "before.bin" {
+		t.Errorf("after the stopped run the folder holds:\n%s", out)
+	}
+	// Filled past the quota from outside a run (an older release, an
+	// owner's copy): nothing runs until room is made.
+	alice, err := f.spaces.UserDir("wecom:alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(alice, "big.bin"), make([]byte, 3<<20), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	out, err = f.run(t, "alice", map[string]any{"command": "echo ran > ran.txt"})
+	if err == nil || !strings.Contains(err.Error(), "nothing ran") || !strings.Contains(err.Error(), "delete") {
+		t.Fatalf("a run over the quota: %q, %v", out, err)
+	}
+	if _, err := os.Stat(filepath.Join(alice, "ran.txt")); !os.IsNotExist(err) {
+		t.Fatal("the refused run wrote")
+	}
+	if _, err := f.files["delete_file"].Handler(context.Background(), call("alice", map[string]any{"path": "big.bin"})); err != nil {
+		t.Fatal(err)
+	}
+	if out := f.must(t, "alice", `echo ran`); !strings.Contains(out, "ran") {
+		t.Errorf("after delete_file: %s", out)
 	}
 }
 

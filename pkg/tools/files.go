@@ -118,6 +118,12 @@ func (w *Workspace) Tools() []Tool {
 			Schema:      SchemaFor[ListFilesArgs](),
 			Handler:     w.listFiles,
 		},
+		{
+			Name:        "delete_file",
+			Description: "Delete a file, or a folder with everything in it, from the workspace.",
+			Schema:      SchemaFor[DeleteFileArgs](),
+			Handler:     w.deleteFile,
+		},
 	}
 }
 
@@ -134,6 +140,8 @@ func (w *Workspace) Handle(ctx context.Context, name string, call Call) (string,
 		return w.editFile(ctx, call)
 	case "list_files":
 		return w.listFiles(ctx, call)
+	case "delete_file":
+		return w.deleteFile(ctx, call)
 	}
 	return "", fmt.Errorf("%w %q", ErrUnknownTool, name)
 }
@@ -155,6 +163,10 @@ type EditFileArgs struct {
 	Path    string `json:"path" desc:"file path relative to the workspace"`
 	OldText string `json:"old_text" desc:"exact text to replace; must occur exactly once in the file"`
 	NewText string `json:"new_text" desc:"replacement text"`
+}
+
+type DeleteFileArgs struct {
+	Path string `json:"path" desc:"file or folder path relative to the workspace"`
 }
 
 type ListFilesArgs struct {
@@ -548,6 +560,33 @@ func (w *Workspace) editFile(ctx context.Context, call Call) (string, error) {
 }
 
 func collapseSpace(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// deleteFile removes a file, a link (not what it points to) or a folder
+// and everything in it. The workspace itself is never removed.
+func (w *Workspace) deleteFile(ctx context.Context, call Call) (string, error) {
+	a, err := Decode[DeleteFileArgs](call.Args)
+	if err != nil {
+		return "", err
+	}
+	p, err := w.resolve(a.Path, false)
+	if err != nil {
+		return "", err
+	}
+	fi, err := w.root.Lstat(p)
+	if err != nil {
+		return "", fmt.Errorf("delete_file %s: %w", p, err)
+	}
+	if fi.IsDir() {
+		if err := w.root.RemoveAll(p); err != nil {
+			return "", fmt.Errorf("delete_file %s: %w", p, err)
+		}
+		return fmt.Sprintf("deleted the folder %s and everything in it", p), nil
+	}
+	if err := w.root.Remove(p); err != nil {
+		return "", fmt.Errorf("delete_file %s: %w", p, err)
+	}
+	return fmt.Sprintf("deleted %s (%d bytes)", p, fi.Size()), nil
+}
 
 func (w *Workspace) listFiles(ctx context.Context, call Call) (string, error) {
 	a, err := Decode[ListFilesArgs](call.Args)

@@ -340,7 +340,7 @@ func TestFileToolsConstructor(t *testing.T) {
 	for _, tool := range tools {
 		names = append(names, tool.Name)
 	}
-	if got := strings.Join(names, ","); got != "read_file,write_file,edit_file,list_files" {
+	if got := strings.Join(names, ","); got != "read_file,write_file,edit_file,list_files,delete_file" {
 		t.Fatalf("tools = %s", got)
 	}
 	if _, _, err := FileTools(filepath.Join(dir, "missing")); err == nil {
@@ -394,5 +394,42 @@ func fuzzOnePath(t *testing.T, r *Registry, parent, p string) {
 		if names := listDir(t, parent); len(names) != 2 {
 			t.Fatalf("path %q created %v beside the workspace", p, names)
 		}
+	}
+}
+
+// delete_file removes a file, a link (never what it points to) or a
+// folder with its contents, and nothing outside the workspace.
+func TestDeleteFile(t *testing.T) {
+	_, r, parent := fixture(t, Limits{})
+	ws := filepath.Join(parent, "ws")
+	for _, c := range []struct {
+		path string
+		gone string
+	}{
+		{"hello.txt", "hello.txt"},
+		{"link_out", "link_out"},
+		{"link_dir", "link_dir"},
+		{"sub", "sub"},
+	} {
+		if _, err := run(r, "delete_file", m{"path": c.path}); err != nil {
+			t.Fatalf("delete %s: %v", c.path, err)
+		}
+		if _, err := os.Lstat(filepath.Join(ws, c.gone)); !os.IsNotExist(err) {
+			t.Errorf("%s still there: %v", c.gone, err)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(parent, "secret.txt")); err != nil || string(b) != secret {
+		t.Fatalf("a link's target outside was touched: %v", err)
+	}
+	for _, p := range []string{"", ".", "..", "../secret.txt", "/etc/passwd", "link_parent/secret.txt", "missing"} {
+		if _, err := run(r, "delete_file", m{"path": p}); err == nil {
+			t.Errorf("delete_file %q: no error", p)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(parent, "secret.txt")); err != nil {
+		t.Fatalf("secret.txt outside the workspace deleted: %v", err)
+	}
+	if _, err := os.Stat(ws); err != nil {
+		t.Fatalf("the workspace itself deleted: %v", err)
 	}
 }

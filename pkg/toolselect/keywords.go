@@ -17,6 +17,7 @@ var aliases = map[string]string{
 	"write_file":      "save create note 保存 写入 新建 记录 文件",
 	"edit_file":       "change modify replace fix 修改 编辑 替换",
 	"list_files":      "folder directory files 文件夹 目录 列出 文件",
+	"delete_file":     "delete remove erase clean full space quota 删除 删掉 清理 空间 满了",
 	"schedule":        "remind reminder timer alarm every daily weekly tomorrow later 提醒 定时 日程 每天 每周 明天 闹钟 稍后",
 	"list_schedules":  "reminders jobs scheduled 提醒 定时 任务 日程",
 	"remove_schedule": "cancel stop reminder delete job 取消 删除 提醒 定时",

@@ -33,6 +33,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 
 	"agent/pkg/clip"
 	"agent/pkg/diskuse"
@@ -68,6 +69,9 @@ type Config struct {
 	// Quota returns the bound of each private folder in bytes (it follows
 	// reloads); nil or 0: no limit.
 	Quota func() int64
+	// Reserve returns the free disk, in bytes, no write or upload may
+	// take (agent.disk_reserve_mb; it follows reloads); nil or 0: none.
+	Reserve func() int64
 	// MarkerDir holds the record that the layout was migrated (the state
 	// dir: out of the users' reach; a marker in the workspace could have
 	// been planted by a user before the upgrade). "": the workspace.
@@ -109,6 +113,9 @@ func Open(cfg Config) (*Spaces, error) {
 	}
 	if err := os.MkdirAll(abs, 0o750); err != nil {
 		return nil, fmt.Errorf("workspace: %w", err)
+	}
+	if cfg.Reserve == nil {
+		cfg.Reserve = func() int64 { return 0 }
 	}
 	if cfg.Quota == nil {
 		cfg.Quota = func() int64 { return 0 }
@@ -367,8 +374,37 @@ func usage(dir string) (int64, error) {
 	return n, err
 }
 
-// checkQuota refuses growing dir by delta bytes past the quota.
+// ErrDiskFull is wrapped when a write would take the last of the box's
+// free disk (agent.disk_reserve_mb).
+var ErrDiskFull = errors.New("the box's disk is nearly full")
+
+// checkReserve refuses writing delta bytes into dir when that would leave
+// less free disk than the reserve.
+func (s *Spaces) checkReserve(dir string, delta int64) error {
+	reserve := s.cfg.Reserve()
+	if reserve <= 0 {
+		return nil
+	}
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return fmt.Errorf("workspace: measuring the free disk failed, nothing written: %w", err)
+	}
+	free := int64(st.Bavail) * st.Bsize
+	if free-max(delta, 0) < reserve {
+		return fmt.Errorf("%w: %s free, and %s are kept for the box itself (agent.disk_reserve_mb); nothing was written: delete files you no longer need, or ask an owner to free disk",
+			ErrDiskFull, mib(max(free, 0)), mib(reserve))
+	}
+	return nil
+}
+
+// checkQuota refuses growing dir by delta bytes past the quota or into
+// the disk's reserve.
 func (s *Spaces) checkQuota(dir string, delta int64) error {
+	if delta > 0 {
+		if err := s.checkReserve(dir, delta); err != nil {
+			return err
+		}
+	}
 	quota := s.cfg.Quota()
 	if quota <= 0 || delta <= 0 {
 		return nil
@@ -464,6 +500,12 @@ func (s *Spaces) Tools() []tools.Tool {
 			Schema:      tools.SchemaWith[tools.ListFilesArgs](listDesc),
 			Handler:     s.list,
 			ReadOnly:    true,
+		},
+		{
+			Name:        "delete_file",
+			Description: "Delete a file, or a folder with everything in it; frees room in your folder when it is full." + layout,
+			Schema:      tools.SchemaWith[tools.DeleteFileArgs](map[string]string{"path": "file or folder path relative to your folder, or shared/..., skills/... (owners only)"}),
+			Handler:     s.handler("delete_file", true),
 		},
 	}
 }
@@ -639,8 +681,8 @@ type View struct {
 }
 
 // View returns what a sandboxed run of call may see. A folder already at
-// its quota is an error wrapping ErrQuota, returned with a View whose Left
-// is 1 byte (a run that only reads may still use it).
+// its quota is an error wrapping ErrQuota, and a disk down to its reserve
+// one wrapping ErrDiskFull: such a run does not start.
 func (s *Spaces) View(call tools.Call) (View, error) {
 	scope, err := Scope(call)
 	if err != nil {
@@ -655,15 +697,16 @@ func (s *Spaces) View(call tools.Call) (View, error) {
 		return View{}, fmt.Errorf("workspace: %w", err)
 	}
 	v := View{Scope: scope, Work: dir, Shared: shared}
+	if err := s.checkReserve(dir, 0); err != nil {
+		return View{}, err
+	}
 	if q := s.cfg.Quota(); q > 0 {
 		used, err := usage(dir)
 		if err != nil {
 			return View{}, fmt.Errorf("workspace: %w", err)
 		}
 		if used >= q {
-			// A run that only reads may still go: it may write 1 byte.
-			v.Left = 1
-			return v, fmt.Errorf("%w: your folder uses %s of %s; delete files you no longer need", ErrQuota, mib(used), mib(q))
+			return View{}, fmt.Errorf("%w: your folder uses %s of its %s; nothing ran: delete files you no longer need with the file tools (write_file with empty content shortens one), then try again", ErrQuota, mib(used), mib(q))
 		}
 		v.Left = q - used
 	}
