@@ -8,6 +8,8 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/net/html"
+
+	"agent/pkg/invisible"
 )
 
 // Caps on the text of one result, in runes.
@@ -20,7 +22,9 @@ const (
 
 // clean makes engine text safe to show: markup removed (the text of
 // script and style dropped), entities decoded, control and format
-// characters (bidi overrides, zero-width) removed, whitespace collapsed,
+// characters and every other invisible one (pkg/invisible: bidi
+// overrides, zero-width, tags, variation selectors, fillers) removed,
+// whitespace collapsed,
 // and at most max runes kept.
 func clean(s string, max int) string {
 	s = strings.ToValidUTF8(s, "")
@@ -53,7 +57,7 @@ func clean(s string, max int) string {
 		case unicode.IsSpace(r):
 			space = len(out) > 0
 			continue
-		case unicode.IsControl(r), unicode.Is(unicode.Cf, r), r == utf8.RuneError:
+		case unicode.IsControl(r), unicode.Is(unicode.Cf, r), invisible.Is(r), r == utf8.RuneError:
 			continue
 		}
 		if space {
