@@ -164,6 +164,7 @@ func New(cfg *config.Config, d Deps) (_ *Assistant, err error) {
 	a.spaces, err = workspace.Open(workspace.Config{
 		Dir:          cfg.Agent.Workspace,
 		Quota:        func() int64 { return int64(a.config().Agent.WorkspaceQuotaMB) << 20 },
+		Reserve:      func() int64 { return int64(a.config().Agent.DiskReserveMB) << 20 },
 		MarkerDir:    cfg.Agent.StateDir,
 		Limits:       tools.DefaultLimits,
 		IsOwner:      a.callerIsOwner,
@@ -210,6 +211,7 @@ func New(cfg *config.Config, d Deps) (_ *Assistant, err error) {
 	// Every request to the model passes [privacy] redact (pkg/redact).
 	client := &redact.Client{Next: raw, Kinds: a.redactKinds, Counted: a.countRedactions}
 	a.prompt = agent.NewPrompt(cfg.Agent.Workspace, d.Logger.With("component", "prompt"))
+	a.prompt.CountStripped(a.countStripped)
 	a.skills = new(atomic.Pointer[skills.Set])
 	a.skills.Store(a.newSkills(cfg))
 	a.prompt.SetSkills(func(channel, user string) string {
@@ -244,7 +246,8 @@ func New(cfg *config.Config, d Deps) (_ *Assistant, err error) {
 	ag := agent.New(agent.ConfigFrom(cfg), agent.Deps{
 		LLM: client, Tools: a.reg, Chooser: a.chooser, Sessions: a.sessions, Prompt: a.prompt, Memory: a.memory,
 		OnTurn: a.compress.Notify, Logger: d.Logger, Now: now, Clock: d.Clock,
-		Scrub: d.Scrubber.Scrub, // tool errors are redacted like the logs (nil-safe)
+		Scrub:    d.Scrubber.Scrub, // tool errors are redacted like the logs (nil-safe)
+		Stripped: a.countStripped,
 	})
 	a.runner = runner.New(runner.Config{MaxConcurrent: maxConcurrentTurns, Clock: d.Clock}, d.Logger)
 	a.backlog = &backlogPart{}
@@ -474,6 +477,16 @@ func (a *Assistant) countRedactions(n map[redact.Kind]int) {
 		a.d.Metrics.Counter("agent_redactions_total", "Personal data values replaced by placeholders before a request went to the model ([privacy] redact), by kind.",
 			metrics.Labels{"kind": string(k)}).Add(float64(v))
 	}
+}
+
+// countStripped counts the invisible characters (pkg/invisible) taken
+// out of text on its way to the model, by where it came from.
+func (a *Assistant) countStripped(source string, n int) {
+	if a.d.Metrics == nil || n <= 0 {
+		return
+	}
+	a.d.Metrics.Counter("agent_invisible_stripped_total", "Invisible characters (controls, zero-width, bidi, tag and other default-ignorable code points) removed from text before it reached the model, by source: tool_result, tool_spec, user_message, prompt, workspace_file, skill, mcp.",
+		metrics.Labels{"source": source}).Add(float64(n))
 }
 
 // sendOut delivers a message the model or a job asked to send. Callers
