@@ -162,7 +162,7 @@ func find(s string, enabled []Kind) []match {
 func canonical(k Kind, f string) string {
 	switch k {
 	case Email:
-		return strings.ToLower(f)
+		return asciiLower(f)
 	case Plate:
 		return strings.Map(func(r rune) rune {
 			if strings.ContainsRune("·•・ .-", r) {
