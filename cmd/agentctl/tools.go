@@ -9,6 +9,7 @@ import (
 
 	"agent/pkg/admin"
 	"agent/pkg/config"
+	"agent/pkg/invisible"
 )
 
 const toolsUsage = `usage: agentctl tools list            MCP servers, custom tools (state, creator, version, last error), every tool offered
@@ -104,7 +105,7 @@ func writeCustom(w io.Writer, list []admin.CustomTool) {
 		if lastErr != "" && !t.LastErrorAt.IsZero() {
 			lastErr = t.LastErrorAt.Local().Format("2006-01-02 15:04") + " " + lastErr
 		}
-		fmt.Fprintf(w, "%-*s  %-8s  %-7s  %-9s  %-24s  %s\n", width, t.Name, t.State, ver, t.Language, t.Creator, lastErr)
+		fmt.Fprintf(w, "%-*s  %-8s  %-7s  %-9s  %-24s  %s\n", width, t.Name, t.State, ver, t.Language, invisible.Escape(t.Creator), invisible.Escape(lastErr))
 	}
 }
 
@@ -120,14 +121,20 @@ func runCustomTool(ctx context.Context, path, action, name, want string, asJSON 
 			if asJSON {
 				return printJSON(stdout, d)
 			}
-			fmt.Fprintf(stdout, "%s v%d %s (%s) by %s, %s", d.Name, d.Version, d.Digest, d.State, d.Author, d.Language)
+			// Every character shows (invisible.Escape): the digest an
+			// owner approves is of exactly what they read here.
+			fmt.Fprintf(stdout, "%s v%d %s (%s) by %s, %s", d.Name, d.Version, d.Digest, d.State, invisible.Escape(d.Author), d.Language)
 			if d.Network {
 				fmt.Fprint(stdout, ", with network")
 			}
 			if d.Pending > 0 && d.Version == d.Pending {
 				fmt.Fprint(stdout, " — waiting for approval")
 			}
-			fmt.Fprintf(stdout, "\ndescription: %s\nparameters: %s\n--- code ---\n%s\n", d.Description, d.Parameters, strings.TrimRight(d.Code, "\n"))
+			fmt.Fprintf(stdout, "\ndescription: %s\nparameters: %s\n--- code ---\n%s\n", invisible.Escape(d.Description),
+				invisible.Escape(string(d.Parameters)), invisible.Escape(strings.TrimRight(d.Code, "\n")))
+			if d.LastError != "" {
+				fmt.Fprintf(stdout, "--- note ---\n%s\n", invisible.Escape(d.LastError))
+			}
 			if d.Pending > 0 && d.Version == d.Pending {
 				fmt.Fprintf(stdout, "--- end ---\napprove this version: agentctl tools approve %s %s\n", d.Name, d.Digest)
 			}
