@@ -209,7 +209,10 @@ func New(cfg *config.Config, d Deps) (_ *Assistant, err error) {
 		return nil, fmt.Errorf("llm: %w", err)
 	}
 	// Every request to the model passes [privacy] redact (pkg/redact).
-	client := &redact.Client{Next: raw, Kinds: a.redactKinds, Counted: a.countRedactions}
+	// Placeholders are kept per conversation (redactScoped names it), and
+	// only the tools restoresValues names get the real values.
+	client := &redact.Client{Next: raw, Kinds: a.redactKinds, Counted: a.countRedactions,
+		Restore: restoresValues, Conversations: redact.NewConversations(redact.ConversationsConfig{Now: now})}
 	a.prompt = agent.NewPrompt(cfg.Agent.Workspace, d.Logger.With("component", "prompt"))
 	a.prompt.CountStripped(a.countStripped)
 	a.skills = new(atomic.Pointer[skills.Set])
@@ -254,7 +257,7 @@ func New(cfg *config.Config, d Deps) (_ *Assistant, err error) {
 	a.backlog.b = a.newBacklog()
 	a.cache = a.newCommandCache()
 	a.conv = conversation.New(conversation.Deps{
-		Runner: a.runner, Agent: a.checks.observe(ag), Sessions: a.sessions, Memory: a.memory, Closed: a.compress.Notify,
+		Runner: a.runner, Agent: a.afterFirstProbe(a.checks.observe(redactScoped{ag})), Sessions: a.sessions, Memory: a.memory, Closed: a.compress.Notify,
 		Model: cfg.LLM.Model, Logger: d.Logger, Clock: d.Clock,
 		Commands:  map[string]conversation.Command{"/tools": a.toolsCommand},
 		Backlog:   a.backlog.b,

@@ -57,6 +57,7 @@ func (a *Assistant) startMCP(cfg *config.Config) error {
 		ClientVersion:     buildinfo.Version(),
 		TerminateDuration: 2 * time.Second, // shutdown must fit in the unit's stop timeout
 		Transport:         a.mcpTransport,
+		Stripped:          func(n int) { a.countStripped("mcp", n) },
 	})
 	if err != nil {
 		return err

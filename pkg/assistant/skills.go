@@ -27,6 +27,7 @@ const SkillsMount = "/skills"
 func (a *Assistant) newSkills(cfg *config.Config) *skills.Set {
 	sc := skills.FromConfig(cfg)
 	sc.Clock, sc.Logger = a.clock, a.logger.With("component", "skills")
+	sc.Stripped = func(n int) { a.countStripped("skill", n) }
 	return skills.New(sc)
 }
 

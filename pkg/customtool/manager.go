@@ -647,7 +647,7 @@ func (m *Manager) Command(user string, isOwner bool, fields []string) string {
 		var b strings.Builder
 		for _, meta := range m.store.List() {
 			if meta.Pending > 0 {
-				fmt.Fprintf(&b, "- %s v%d by %s waits for approval\n", meta.Name, meta.Pending, meta.Creator)
+				fmt.Fprintf(&b, "- %s v%d by %s waits for approval\n", meta.Name, meta.Pending, invisible.Escape(meta.Creator))
 			}
 		}
 		if b.Len() == 0 {
