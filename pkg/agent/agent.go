@@ -300,6 +300,11 @@ func (a *Agent) Turn(ctx context.Context, in Input, emit func(Event)) (Output, e
 		return out, fmt.Errorf("agent: turn %s: %w", in.Key, err)
 	}
 	history := session.Repair(window)
+	for i := range history {
+		// Stored before invisible characters were stripped on the way
+		// in (not counted: nothing new came in).
+		history[i].Content, _ = invisible.Strip(history[i].Content)
+	}
 
 	user := llm.Message{Role: llm.RoleUser, Content: a.strip("user_message", in.Text)}
 	if len(in.Images) > 0 {

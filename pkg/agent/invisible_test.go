@@ -114,3 +114,20 @@ func TestCleanSpecLeavesVisibleSchemasAlone(t *testing.T) {
 		t.Fatalf("a \\u200b escape in a schema: %s", got.Function.Parameters)
 	}
 }
+
+func TestHistoryStoredWithInvisibleCharactersIsSentWithoutThem(t *testing.T) {
+	h := newHarness(t, Config{}, textReply("ok"))
+	ctx := context.Background()
+	sess, err := h.sessions.Current(ctx, h.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.sessions.Append(ctx, sess.ID, llm.Message{Role: llm.RoleUser, Content: "earlier" + tags},
+		llm.Message{Role: llm.RoleAssistant, Content: "noted\u200b"}); err != nil {
+		t.Fatal(err)
+	}
+	h.turn(t, "and now?")
+	if where := hiddenIn(h.srv.Request(0).JSON, "request"); where != "" {
+		t.Errorf("request carries %s", where)
+	}
+}
