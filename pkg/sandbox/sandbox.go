@@ -100,8 +100,11 @@ type Config struct {
 	// MaxRuns bounds the runs at once; more wait their turn (0: 4).
 	MaxRuns int
 	// MinFreeMB stops a run when its folder's filesystem has less free
-	// (0: 256).
+	// (0: 256; agent.disk_reserve_mb).
 	MinFreeMB int
+	// NoCgroups keeps runs out of cgroups of their own even where the
+	// daemon could make them (tests that measure the difference).
+	NoCgroups bool
 	Clock     clock.Clock
 	Logger    *slog.Logger
 }
@@ -168,6 +171,9 @@ const (
 	LimitOutput   Limit = "output"
 	LimitFileSize Limit = "file size"
 	LimitDisk     Limit = "disk"
+	// LimitMemory: the run, all its processes together, went over its
+	// memory (a cgroup's memory.max; the kernel killed it).
+	LimitMemory Limit = "memory"
 	// LimitCancelled: the caller gave up (the turn was cancelled, the
 	// daemon is stopping).
 	LimitCancelled Limit = "cancelled"
@@ -202,6 +208,11 @@ type Sandbox struct {
 
 	mu       sync.Mutex
 	features map[string]bool // bwrap options this version has
+
+	// cg gives each run a cgroup of its own; nil where the box cannot
+	// (cgNote says why): the per-process limits are then all there is.
+	cg     *cgroupTree
+	cgNote string
 }
 
 // New checks cfg (bwrap found, python resolvable, TempDir usable) and
@@ -245,6 +256,15 @@ func New(cfg Config) (*Sandbox, error) {
 	if err := os.Chmod(s.cfg.TempDir, 0o750); err != nil {
 		return nil, fmt.Errorf("sandbox: temp dir: %w", err)
 	}
+	if cfg.NoCgroups {
+		s.cgNote = "per-run cgroups switched off"
+	} else if cg, err := openCgroups(cgroupRoot); err != nil {
+		s.cgNote = err.Error()
+		s.logger.Info("sandbox: runs get per-process limits only, no cgroup of their own", "why", err)
+	} else {
+		s.cg = cg
+		s.logger.Info("sandbox: each run gets a cgroup of its own", "under", cg.dir)
+	}
 	// What runs left when the daemon was killed mid-run.
 	for _, pat := range []string{"run-*", "probe-*"} {
 		old, _ := filepath.Glob(filepath.Join(s.cfg.TempDir, pat))
@@ -284,6 +304,15 @@ func resolvePython(name string) (string, error) {
 	}
 	// Not fatal: exec still works for shell commands; Probe reports it.
 	return filepath.Join("/usr/bin", name), nil
+}
+
+// Cgroups says how runs are bounded: "" when each run has a cgroup of its
+// own (memory, processes and CPU for the whole run), else why not.
+func (s *Sandbox) Cgroups() (under string, whyNot string) {
+	if s.cg != nil {
+		return s.cg.dir, ""
+	}
+	return "", s.cgNote
 }
 
 // Limits are the Config's limits with defaults filled in.
@@ -386,6 +415,7 @@ func (s *Sandbox) start(ctx context.Context, args []string, data []DataFile, spe
 	cmd := exec.Command(s.bwrap, append([]string{"--args", strconv.Itoa(argsFD)}, args[dash:]...)...)
 	cmd.Env = s.env(spec.Env)
 	cmd.Dir = "/"
+	var cgroup *runCgroup
 	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if a := s.cfg.As; a != nil {
 		groups := make([]uint32, 0, len(a.Groups))
@@ -393,6 +423,17 @@ func (s *Sandbox) start(ctx context.Context, args []string, data []DataFile, spe
 			groups = append(groups, uint32(g))
 		}
 		attr.Credential = &syscall.Credential{Uid: uint32(a.UID), Gid: uint32(a.GID), Groups: groups}
+	}
+	if s.cg != nil {
+		rc, err := s.cg.newRun(lim)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		}
+		// The last thing to run: whatever of the run is left is killed
+		// with its cgroup.
+		defer rc.close()
+		attr.UseCgroupFD, attr.CgroupFD = true, rc.fd
+		cgroup = rc
 	}
 	cmd.SysProcAttr = attr
 	if len(spec.Stdin) > 0 {
@@ -507,6 +548,10 @@ loop:
 		Limit: reason.limit, Detail: reason.detail,
 	}
 	res.Exit = exitCode(cmd.ProcessState, waitErr)
+	if reason.limit == LimitNone && cgroup != nil && cgroup.oomKilled() {
+		reason = killReason{LimitMemory, fmt.Sprintf("%d MB for the whole run", lim.MemoryMB)}
+		res.Limit, res.Detail = reason.limit, reason.detail
+	}
 	if reason.limit == LimitDisk {
 		// Nothing of the run is left running: take back what it added,
 		// so that the folder ends where it began, not over its quota.
