@@ -2,12 +2,15 @@ package doctor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 
 	"agent/pkg/sandbox"
+	"agent/pkg/sandboxsetup"
 )
 
 // sandboxPrograms are what the sandboxed tools run inside, from the box's
@@ -19,31 +22,39 @@ var sandboxPrograms = []struct{ bin, pkg, what string }{
 	{"espeak-ng", "espeak-ng", "generate_video cannot speak narration"},
 }
 
-// checkSandbox builds a sandbox as [sandbox] describes and runs a shell
-// and Python in it, as the daemon does before it offers exec, PDF reading
-// and the video tools. It runs as doctor's user: as root, the sandbox runs
-// as nobody, as the daemon does when it runs as root; under the shipped
-// unit the daemon's own probe is on /healthz (component "sandbox").
+// checkSandbox builds the sandbox the daemon builds (sandboxsetup: the
+// same account, the same place for its own files, the same folders) and
+// runs the daemon's probe in it, as the daemon does before it offers exec,
+// PDF reading and the video tools: the verdict is the daemon's. The
+// daemon's user is the state dir's owner; doctor run as root takes it on
+// (as root, the daemon's sandbox runs as nobody), as another user it can
+// only probe as itself, and says so.
 func (e Env) checkSandbox(ctx context.Context) Result {
-	tmp, err := os.MkdirTemp("", "agent-doctor-sandbox-")
-	if err != nil {
-		return Result{Level: Warn, Detail: "cannot make a temporary directory: " + err.Error()}
-	}
-	defer os.RemoveAll(tmp)
-	if err := os.Chmod(tmp, 0o750); err != nil {
-		return Result{Level: Warn, Detail: err.Error()}
-	}
-	cfg := sandbox.FromConfig(e.Config.Sandbox, sandbox.Config{Bwrap: e.Bwrap, TempDir: tmp})
-	sb, err := sandbox.New(cfg)
+	host, note := daemonHost(e.Config.Agent.StateDir)
+	set, err := sandboxsetup.For(e.Config, host, sandbox.Config{Bwrap: e.Bwrap})
+	chosen := set.Config.TempDir
+	var sb *sandbox.Sandbox
 	if err == nil {
-		err = sb.Probe(ctx)
+		var cleanup func()
+		cleanup, err = doctorTempDir(&set, host)
+		if err == nil {
+			defer cleanup()
+			sb, err = sandbox.New(set.Config)
+		}
+	}
+	if err == nil {
+		err = sb.ProbeFolders(ctx, set.Folders)
 	}
 	if err != nil {
 		fix := "see the detail: it names the cause and the fix"
-		if strings.Contains(err.Error(), "not installed") {
+		var un *sandbox.Unreachable
+		switch {
+		case strings.Contains(err.Error(), "not installed"):
 			fix = "apt install bubblewrap"
+		case errors.As(err, &un):
+			fix = un.Fix() + ", or put agent.workspace and agent.state_dir outside " + un.Dir
 		}
-		return Result{Level: Warn, Detail: "exec, read_document (PDFs) and the video tools are NOT offered: " + err.Error(), Fix: fix}
+		return Result{Level: Warn, Detail: "exec, read_document (PDFs) and the video tools are NOT offered: " + err.Error() + note, Fix: fix}
 	}
 	lim := sb.Limits()
 	net := "off"
@@ -59,10 +70,62 @@ func (e Env) checkSandbox(ctx context.Context) Result {
 			fixes = append(fixes, "apt install "+p.pkg)
 		}
 	}
+	if set.Moved != nil {
+		res.Detail += fmt.Sprintf("; its runs' files are in %s, not the state dir (%v)", chosen, set.Moved)
+	}
+	res.Detail += note
 	if len(missing) > 0 {
 		res.Level = Warn
 		res.Detail += "; but " + strings.Join(missing, "; ")
 		res.Fix = strings.Join(fixes, "; ")
 	}
 	return res
+}
+
+// daemonHost is the daemon as its sandbox sees it: the state dir's owner
+// (this process when there is none yet). note says when doctor cannot
+// take on that user (not root) and probes as itself.
+func daemonHost(stateDir string) (sandbox.Host, string) {
+	fi, err := os.Stat(stateDir)
+	if err != nil {
+		return sandbox.Self(), ""
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return sandbox.Self(), ""
+	}
+	uid, gid := int(st.Uid), int(st.Gid)
+	if uid != os.Geteuid() && os.Geteuid() != 0 {
+		return sandbox.Self(), fmt.Sprintf(" (probed as doctor's user, not the daemon's (uid %d): run doctor as root to probe as the daemon does)", uid)
+	}
+	return sandbox.HostFor(uid, gid), ""
+}
+
+// doctorTempDir points set at a folder of doctor's own inside the
+// daemon's temp dir: the same path, reached the same way, but a sandbox
+// clears leftover runs in its temp dir when it starts, and those may be
+// the running daemon's. It is the daemon user's, and removed afterwards.
+// Where the daemon has not made its temp dir yet, or doctor may not write
+// in it, a temporary directory stands in.
+func doctorTempDir(set *sandboxsetup.Setup, host sandbox.Host) (func(), error) {
+	dir, err := os.MkdirTemp(set.Config.TempDir, "doctor-")
+	if err != nil {
+		dir, err = os.MkdirTemp("", "agent-doctor-sandbox-")
+		if err != nil {
+			return nil, fmt.Errorf("cannot make a temporary directory: %w", err)
+		}
+	}
+	cleanup := func() { os.RemoveAll(dir) }
+	if os.Geteuid() == 0 && host.UID != 0 {
+		if err := os.Chown(dir, host.UID, host.GID); err != nil {
+			cleanup()
+			return nil, err
+		}
+	}
+	if err := os.Chmod(dir, 0o750); err != nil {
+		cleanup()
+		return nil, err
+	}
+	set.Config.TempDir = dir
+	return cleanup, nil
 }

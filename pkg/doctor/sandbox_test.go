@@ -2,11 +2,26 @@ package doctor
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"agent/pkg/nativetest"
+	"agent/pkg/sandbox"
 )
+
+// openUp makes the directories above the config's (t.TempDir: its parent
+// is 0700) passable, as an installation outside a private home is.
+func openUp(t *testing.T, e Env) {
+	t.Helper()
+	dir := filepath.Dir(e.Config.Path)
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o750); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
 
 func TestSandboxCheck(t *testing.T) {
 	nativetest.LookPath(t, "bwrap", "bubblewrap")
@@ -14,6 +29,7 @@ func TestSandboxCheck(t *testing.T) {
 	nativetest.FFmpeg(t)
 	nativetest.EspeakNG(t)
 	e := baseEnv(t, "[sandbox]\nnetwork = \"on\"\nmemory_mb = 300\n", nil)
+	openUp(t, e)
 	r := e.checkSandbox(context.Background())
 	if r.Level != OK || !strings.Contains(r.Detail, "bubblewrap works (network on when a run asks") || !strings.Contains(r.Detail, "300 MB") {
 		t.Errorf("working sandbox: %+v", r)
@@ -22,5 +38,30 @@ func TestSandboxCheck(t *testing.T) {
 	r = e.checkSandbox(context.Background())
 	if r.Level != Warn || !strings.Contains(r.Detail, "NOT offered") || r.Fix != "apt install bubblewrap" {
 		t.Errorf("no bwrap: %+v", r)
+	}
+}
+
+// Run as root in a private directory ("make run" in a clone under /root):
+// doctor's probe is the daemon's, so it fails as the daemon's does, naming
+// the directory that stops the sandbox's account and the fix, rather than
+// passing on a temporary directory of its own.
+func TestSandboxCheckInAPrivateDirectory(t *testing.T) {
+	nativetest.LookPath(t, "bwrap", "bubblewrap")
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: only a root daemon's sandbox runs as another account")
+	}
+	e := baseEnv(t, "", nil)
+	private := filepath.Dir(filepath.Dir(e.Config.Path)) // t.TempDir's parent: 0700
+	if err := os.MkdirAll(e.Config.Agent.StateDir, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if dir, _, err := sandbox.Self().TempDir(e.Config.Agent.StateDir); err == nil {
+			os.RemoveAll(dir)
+		}
+	})
+	r := e.checkSandbox(context.Background())
+	if r.Level != Warn || !strings.Contains(r.Detail, "NOT offered") || !strings.Contains(r.Detail, private+" is -rwx------") || r.Fix != "chmod g+x "+private+", or put agent.workspace and agent.state_dir outside "+private {
+		t.Errorf("sandbox under a private directory: %+v", r)
 	}
 }

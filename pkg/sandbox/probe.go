@@ -144,7 +144,7 @@ func (s *Sandbox) reachError(un *Unreachable, keys string) error {
 	if s.cfg.As != nil && s.cfg.As.UID == 65534 {
 		fixes = append(fixes, "or run the agent as its own user (the packaged service, agent.service), whose sandbox runs as that user")
 	}
-	return fmt.Errorf("%w: %v: runs bind it, so bwrap cannot start them; fix: %s", ErrUnavailable, un, strings.Join(fixes, ", "))
+	return fmt.Errorf("%w: %w: runs bind it, so bwrap cannot start them; fix: %s", ErrUnavailable, un, strings.Join(fixes, ", "))
 }
 
 // diagnose turns bwrap's complaint into a cause and a fix.
