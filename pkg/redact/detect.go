@@ -262,13 +262,26 @@ func locate(s string, k Kind, wins [][2]int) [][2]int {
 	var out [][2]int
 	add := func(re *regexp.Regexp, ok func(string) bool, digitsOnly bool) {
 		for _, w := range wins {
-			for _, loc := range re.FindAllStringIndex(s[w[0]:w[1]], -1) {
-				a, b := w[0]+loc[0], w[0]+loc[1]
-				if !alone(s, a, b, digitsOnly) {
+			// A match that is not a value ("(13800138000" glued to a
+			// digit before its parenthesis) may hide one that is
+			// ("13800138000"): the search goes on from its second rune.
+			for pos := w[0]; pos < w[1]; {
+				loc := re.FindStringIndex(s[pos:w[1]])
+				if loc == nil {
+					break
+				}
+				a, b := pos+loc[0], pos+loc[1]
+				if alone(s, a, b, digitsOnly) && (ok == nil || ok(s[a:b])) {
+					out = append(out, [2]int{a, b})
+					pos = b
 					continue
 				}
-				if ok == nil || ok(s[a:b]) {
-					out = append(out, [2]int{a, b})
+				_, size := utf8.DecodeRuneInString(s[a:])
+				pos = a + size
+				// A start inside a run of letters and digits is glued
+				// to the one before it: never alone.
+				for pos < w[1] && alnum(s[pos-1]) && alnum(s[pos]) && !escapeBefore(s, pos) {
+					pos++
 				}
 			}
 		}
@@ -306,23 +319,34 @@ func asciiSet(chars string) (t [utf8.RuneSelf]bool) {
 
 // windows are the spans of s where a value of kind k may be: each is
 // whole tokens of the characters the kind's pattern uses, so a match in a
-// window is the match in s. (The number kinds share their windows.)
+// window is the match in s. (The number kinds share their windows.) A
+// window is grown from a seed, a character every value of the kind has
+// (a digit, an '@', a province character), so text far from one costs a
+// byte search, not a decoding of every rune.
 func windows(s string, k Kind) [][2]int {
 	var ascii *[utf8.RuneSelf]bool
-	var in func(r rune) bool
+	var other func(r rune) bool
 	var need func(w string) bool
+	var seed func(s string, from int) int
 	switch k {
 	case Email:
 		ascii = &emailASCII
-		in = func(r rune) bool { return unicode.IsLetter(r) || unicode.IsNumber(r) }
-		need = func(w string) bool { return strings.IndexByte(w, '@') >= 0 }
+		other = func(r rune) bool { return unicode.IsLetter(r) || unicode.IsNumber(r) }
+		need = func(string) bool { return true }
+		seed = func(s string, from int) int {
+			if i := strings.IndexByte(s[from:], '@'); i >= 0 {
+				return from + i
+			}
+			return -1
+		}
 	case Plate:
 		ascii = &plateASCII
-		in = func(r rune) bool { return isProvince(r) || strings.ContainsRune(plateOther, r) }
-		need = func(w string) bool { return strings.ContainsAny(w, provinces) }
+		other = func(r rune) bool { return isProvince(r) || strings.ContainsRune(plateOther, r) }
+		need = func(string) bool { return true }
+		seed = nextProvince
 	default: // numbers
 		ascii = &numberASCII
-		in = func(r rune) bool { return r == '·' || r == '•' || r == '・' }
+		other = func(r rune) bool { return r == '·' || r == '•' || r == '・' }
 		need = func(w string) bool {
 			n := 0
 			for i := 0; i < len(w); i++ {
@@ -332,36 +356,63 @@ func windows(s string, k Kind) [][2]int {
 			}
 			return n >= 7
 		}
+		seed = func(s string, from int) int {
+			for i := from; i < len(s); i++ {
+				if s[i] >= '0' && s[i] <= '9' {
+					return i
+				}
+			}
+			return -1
+		}
+	}
+	in := func(r rune) bool {
+		if r < utf8.RuneSelf {
+			return ascii[r]
+		}
+		return other(r)
 	}
 	var out [][2]int
-	start := -1
-	flush := func(end int) {
-		if start >= 0 && need(s[start:end]) {
-			out = append(out, [2]int{start, end})
+	for from := 0; from < len(s); {
+		i := seed(s, from)
+		if i < 0 {
+			break
 		}
-		start = -1
-	}
-	for i := 0; i < len(s); {
-		var ok bool
-		size := 1
-		if c := s[i]; c < utf8.RuneSelf {
-			ok = ascii[c]
-		} else {
-			var r rune
-			r, size = utf8.DecodeRuneInString(s[i:])
-			ok = in(r)
-		}
-		if ok {
-			if start < 0 {
-				start = i
+		a, b := i, i
+		for a > from {
+			r, size := utf8.DecodeLastRuneInString(s[:a])
+			if !in(r) {
+				break
 			}
-		} else {
-			flush(i)
+			a -= size
 		}
-		i += size
+		for b < len(s) {
+			r, size := utf8.DecodeRuneInString(s[b:])
+			if !in(r) {
+				break
+			}
+			b += size
+		}
+		if need(s[a:b]) {
+			out = append(out, [2]int{a, b})
+		}
+		from = max(b, i+1)
 	}
-	flush(len(s))
 	return out
+}
+
+// nextProvince is the index of the first province character in s at or
+// after from, or -1. Province characters are CJK ideographs, three bytes
+// in UTF-8 with a lead byte from 0xE4 to 0xE9: only those are decoded.
+func nextProvince(s string, from int) int {
+	for i := from; i+2 < len(s); i++ {
+		if c := s[i]; c >= 0xe4 && c <= 0xe9 {
+			r := rune(c&0x0f)<<12 | rune(s[i+1]&0x3f)<<6 | rune(s[i+2]&0x3f)
+			if isProvince(r) && s[i+1]&0xc0 == 0x80 && s[i+2]&0xc0 == 0x80 {
+				return i
+			}
+		}
+	}
+	return -1
 }
 
 // plateOther are the other non-ASCII characters of a plate.
@@ -412,6 +463,8 @@ func alone(s string, a, b int, digits bool) bool {
 	}
 	return !(a > 0 && edge(before)) && !(b < len(s) && edge(after))
 }
+
+func alnum(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
 
 // escapeBefore reports whether a JSON (or C) escape ends at s[a]: "\n",
 // "\t" and the like, or "\uXXXX". Text in tool results is often JSON, where

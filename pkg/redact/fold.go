@@ -37,6 +37,10 @@ func newView(s string) view {
 			i++
 			continue
 		}
+		if ideograph(s, i) {
+			i += 3
+			continue
+		}
 		r, size := utf8.DecodeRuneInString(s[i:])
 		if _, same := fold(r, s[i:i+size]); !same {
 			first = i
@@ -55,6 +59,11 @@ func newView(s string) view {
 			i++
 			continue
 		}
+		if ideograph(s, i) {
+			b = append(b, s[i:i+3]...)
+			i += 3
+			continue
+		}
 		r, size := utf8.DecodeRuneInString(s[i:])
 		f, same := fold(r, s[i:i+size])
 		if same {
@@ -69,6 +78,13 @@ func newView(s string) view {
 	return v
 }
 
+// ideograph reports whether s[i:] starts with U+4000 to U+9FFF (most of
+// Chinese text), which fold leaves as it is: three bytes, a lead byte from
+// 0xE4 to 0xE9, told without decoding.
+func ideograph(s string, i int) bool {
+	return i+2 < len(s) && s[i] >= 0xe4 && s[i] <= 0xe9 && s[i+1]&0xc0 == 0x80 && s[i+2]&0xc0 == 0x80
+}
+
 // fold is what a rune reads as: its NFKC form (fullwidth letters, digits
 // and punctuation become ASCII, NBSP and the other spaces a space), with
 // every dash a '-', and nothing for the invisible ones (zero-width spaces
@@ -77,7 +93,7 @@ func newView(s string) view {
 // the rune stays as it is (raw is its bytes in the original).
 func fold(r rune, raw string) (f string, same bool) {
 	switch {
-	case r >= 0x4e00 && r <= 0x9fff: // CJK ideographs: most of Chinese text
+	case r >= 0x4000 && r <= 0x9fff: // CJK ideographs: most of Chinese text
 		return raw, true
 	case r >= 0xff01 && r <= 0xff5e: // fullwidth ASCII
 		return string(r - 0xfee0), false

@@ -122,3 +122,17 @@ func FuzzFoldedSpans(f *testing.F) {
 		}
 	})
 }
+
+// A candidate that is not a value (glued to what is before it) does not
+// hide a value that starts inside it.
+func TestRejectedMatchHidesNoValue(t *testing.T) {
+	for in, want := range map[string]string{
+		"17000000000(17000000000": "[PHONE_1]([PHONE_1]",
+		"0(13800138000)":          "0([PHONE_1])",
+	} {
+		m := NewMap(Kinds)
+		if got := m.Text(in); got != want {
+			t.Errorf("Text(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
