@@ -527,7 +527,7 @@ func (a *Agent) cleanSpec(t llm.Tool) llm.Tool {
 	if len(p) == 0 {
 		return t
 	}
-	if _, n := invisible.Strip(string(p)); n == 0 && !bytes.Contains(p, []byte(`\u`)) {
+	if !bytes.ContainsFunc(p, invisible.Is) && !bytes.Contains(p, []byte(`\u`)) {
 		return t // nothing hidden (the common case: no decoding)
 	}
 	var v any
