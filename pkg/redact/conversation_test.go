@@ -222,3 +222,22 @@ func TestConversationsBounded(t *testing.T) {
 		t.Fatal("a full map was kept")
 	}
 }
+
+// Whatever a tool returns, a value the map has does not come out of
+// Result in its plain form, its reversed digits or another case.
+func FuzzResultHidesKnownValues(f *testing.F) {
+	for _, s := range []string{"abc13800138000xyz", "00083100831", "ZHANG@example.com", "1380013800013800138000", "138-0013-8000", "a" + idNum + "b", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		m := NewMap(Kinds)
+		m.Text("13800138000 zhang@example.com " + idNum)
+		out := m.Result(s)
+		lower := strings.ToLower(out)
+		for _, v := range []string{"13800138000", "00083100831", "zhang@example.com", strings.ToLower(idNum)} {
+			if strings.Contains(lower, v) {
+				t.Fatalf("Result(%q) = %q still holds %s", s, out, v)
+			}
+		}
+	})
+}
