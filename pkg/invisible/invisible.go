@@ -28,31 +28,24 @@ import (
 	"unicode/utf8"
 )
 
-// defaultIgnorable is Unicode's Default_Ignorable_Code_Point (derived
-// property, DerivedCoreProperties.txt, unchanged from 15.0 to 16.0),
-// unassigned code points in its ranges included.
-var defaultIgnorable = &unicode.RangeTable{
-	R16: []unicode.Range16{
-		{Lo: 0x00AD, Hi: 0x00AD, Stride: 1},
-		{Lo: 0x034F, Hi: 0x034F, Stride: 1},
-		{Lo: 0x061C, Hi: 0x061C, Stride: 1},
-		{Lo: 0x115F, Hi: 0x1160, Stride: 1},
-		{Lo: 0x17B4, Hi: 0x17B5, Stride: 1},
-		{Lo: 0x180B, Hi: 0x180F, Stride: 1},
-		{Lo: 0x200B, Hi: 0x200F, Stride: 1},
-		{Lo: 0x202A, Hi: 0x202E, Stride: 1},
-		{Lo: 0x2060, Hi: 0x206F, Stride: 1},
-		{Lo: 0x3164, Hi: 0x3164, Stride: 1},
-		{Lo: 0xFE00, Hi: 0xFE0F, Stride: 1},
-		{Lo: 0xFEFF, Hi: 0xFEFF, Stride: 1},
-		{Lo: 0xFFA0, Hi: 0xFFA0, Stride: 1},
-		{Lo: 0xFFF0, Hi: 0xFFF8, Stride: 1},
-	},
-	R32: []unicode.Range32{
-		{Lo: 0x1BCA0, Hi: 0x1BCA3, Stride: 1},
-		{Lo: 0x1D173, Hi: 0x1D17A, Stride: 1},
-		{Lo: 0xE0000, Hi: 0xE0FFF, Stride: 1},
-	},
+// defaultIgnorable reports whether r is one of Unicode's
+// Default_Ignorable_Code_Point (derived property, DerivedCoreProperties.txt,
+// unchanged from 15.0 to 16.0), unassigned code points in its ranges
+// included. A switch, not a unicode.RangeTable: it runs on every rune of
+// every tool result.
+func defaultIgnorable(r rune) bool {
+	switch {
+	case r < 0x2000:
+		return r == 0x00AD || r == 0x034F || r == 0x061C || r == 0x115F || r == 0x1160 ||
+			r == 0x17B4 || r == 0x17B5 || (r >= 0x180B && r <= 0x180F)
+	case r < 0x3000:
+		return (r >= 0x200B && r <= 0x200F) || (r >= 0x202A && r <= 0x202E) || (r >= 0x2060 && r <= 0x206F)
+	case r < 0xFE00:
+		return r == 0x3164
+	case r < 0x10000:
+		return r <= 0xFE0F || r == 0xFEFF || r == 0xFFA0 || (r >= 0xFFF0 && r <= 0xFFF8)
+	}
+	return (r >= 0x1BCA0 && r <= 0x1BCA3) || (r >= 0x1D173 && r <= 0x1D17A) || (r >= 0xE0000 && r <= 0xE0FFF)
 }
 
 // Is reports whether r is invisible: a control character other than
@@ -70,7 +63,7 @@ func Is(r rune) bool {
 	case r == 0x2028 || r == 0x2029 || (r >= 0xFFF9 && r <= 0xFFFB):
 		return true
 	}
-	return unicode.Is(defaultIgnorable, r)
+	return defaultIgnorable(r)
 }
 
 // Strip returns s without its invisible characters and how many it
