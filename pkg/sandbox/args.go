@@ -142,7 +142,11 @@ func (s *Sandbox) args(spec Spec, lim Limits, run, tmp string) ([]string, []Data
 	// writable and bounded).
 	a = append(a, "--remount-ro", "/dev")
 	a = append(a, "--chdir", "/work", "--")
-	a = append(a, "/bin/sh", "-c", prelude(lim), "sandbox")
+	// The lifeline's read end comes after the DataFiles' descriptors.
+	// $0 of the prelude is the sandbox's mark: bwrap's processes show
+	// it in their command lines, and a later daemon finds by it what an
+	// earlier one left (sweep).
+	a = append(a, "/bin/sh", "-c", prelude(lim, firstDataFD+len(data)), s.mark)
 	return append(a, spec.Argv...), data, nil
 }
 
@@ -163,18 +167,25 @@ func reserved(dst string) bool {
 // sandbox, before the command (its "$@"): it sets the per-process limits,
 // which every process of the run inherits, raises oom_score_adj to 1000 so
 // that the kernel's out-of-memory killer takes the run's processes before
-// the daemon's, writes a byte to fd 3 (Run's sign that the sandbox is set
-// up and the command starts) and closes it. RLIMIT_NPROC counts the tasks
-// of the run's own user namespace: a fork bomb stops at MaxProcs without
-// touching the daemon's or another run's. Shell built-ins, one exec: dash
-// names the process limit -p, bash -u; a limit that cannot be set stops
-// the run before the command (no start byte: Run reports a sandbox
-// failure).
-func prelude(lim Limits) string {
+// the daemon's, starts the run's watchdog, writes a byte to fd 3 (Run's
+// sign that the sandbox is set up and the command starts) and closes it.
+// RLIMIT_NPROC counts the tasks of the run's own user namespace: a fork
+// bomb stops at MaxProcs without touching the daemon's or another run's.
+// Shell built-ins, one exec: dash names the process limit -p, bash -u; a
+// limit that cannot be set stops the run before the command (no start
+// byte: Run reports a sandbox failure).
+//
+// The watchdog waits on the lifeline (fd life: a pipe whose other end only
+// the daemon holds) and, when the daemon is gone (killed, out of memory),
+// kills every process of the run: its PID namespace then ends with them.
+// bwrap's own --die-with-parent leaves a window where it does not.
+func prelude(lim Limits, life int) string {
 	return fmt.Sprintf(`ulimit -c 0 && ulimit -n 256 && ulimit -f %d && ulimit -v %d && ulimit -S -t %d && ulimit -H -t %d &&
 { ulimit -p %d 2>/dev/null || ulimit -u %d; } || { echo "sandbox: cannot set the limits" >&2; exit 125; }
-echo 1000 > /proc/self/oom_score_adj; printf s >&3; exec 3>&-; exec "$@"`,
-		int64(lim.FileMB)<<20/512, int64(lim.MemoryMB)<<10, lim.CPUSeconds, lim.CPUSeconds+1, lim.MaxProcs, lim.MaxProcs)
+echo 1000 > /proc/self/oom_score_adj
+{ read -r _ <&%d; kill -KILL -1; } </dev/null >/dev/null 2>&1 3>&- &
+exec %d<&-; printf s >&3; exec 3>&-; exec "$@"`,
+		int64(lim.FileMB)<<20/512, int64(lim.MemoryMB)<<10, lim.CPUSeconds, lim.CPUSeconds+1, lim.MaxProcs, lim.MaxProcs, life, life)
 }
 
 // bwrapFeatures lists the options of this bwrap (Debian 12 has 0.8,

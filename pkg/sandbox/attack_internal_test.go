@@ -1,7 +1,10 @@
 package sandbox
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -59,5 +62,34 @@ func TestUsageRaceWithSymlinkSwap(t *testing.T) {
 		if n, _, _ := usage(folder); n >= 1<<39 {
 			t.Fatalf("measurement %d followed a swapped-in symbolic link: %d bytes", i, n)
 		}
+	}
+}
+
+// A start sweeps what carries its temp dir's mark (an earlier daemon's
+// run), and nothing else.
+func TestSweepEndsOnlyThisSandboxesLeftovers(t *testing.T) {
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		t.Skip("bwrap")
+	}
+	temp := t.TempDir()
+	sum := sha256.Sum256([]byte(temp))
+	mark := "agent-sandbox-" + hex.EncodeToString(sum[:6])
+	left := exec.Command("/bin/sh", "-c", "sleep 999", mark)
+	other := exec.Command("/bin/sh", "-c", "sleep 999", "agent-sandbox-000000000000")
+	for _, c := range []*exec.Cmd{left, other} {
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer other.Process.Kill()
+	if _, err := New(Config{TempDir: temp}); err != nil {
+		t.Fatal(err)
+	}
+	err := left.Wait()
+	if ws, ok := left.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("the leftover was not killed: %v", err)
+	}
+	if err := other.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Fatalf("another sandbox's run was killed: %v", err)
 	}
 }

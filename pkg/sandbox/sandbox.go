@@ -17,6 +17,8 @@ package sandbox
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -213,6 +215,9 @@ type Sandbox struct {
 	// (cgNote says why): the per-process limits are then all there is.
 	cg     *cgroupTree
 	cgNote string
+	// mark names this sandbox's runs in their command lines
+	// ("agent-sandbox-" and a hash of TempDir).
+	mark string
 }
 
 // New checks cfg (bwrap found, python resolvable, TempDir usable) and
@@ -265,7 +270,14 @@ func New(cfg Config) (*Sandbox, error) {
 		s.cg = cg
 		s.logger.Info("sandbox: each run gets a cgroup of its own", "under", cg.dir)
 	}
-	// What runs left when the daemon was killed mid-run.
+	sum := sha256.Sum256([]byte(s.cfg.TempDir))
+	s.mark = "agent-sandbox-" + hex.EncodeToString(sum[:6])
+	// What runs left when the daemon was killed mid-run: their processes
+	// (a bwrap killed while it set a run up can leave its other half
+	// waiting for it forever) and their folders.
+	if n := sweep(procRoot, s.mark); n > 0 {
+		s.logger.Warn("sandbox: processes an earlier daemon's runs left were ended", "count", n)
+	}
 	for _, pat := range []string{"run-*", "probe-*"} {
 		old, _ := filepath.Glob(filepath.Join(s.cfg.TempDir, pat))
 		for _, d := range old {
@@ -473,6 +485,15 @@ func (s *Sandbox) start(ctx context.Context, args []string, data []DataFile, spe
 			w.Close()
 		}(b)
 	}
+	// The lifeline: the run's watchdog reads its end until the daemon's
+	// end closes (the prelude), which happens when the daemon is gone.
+	lifeR, lifeW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	defer lifeW.Close()
+	cmd.ExtraFiles = append(cmd.ExtraFiles, lifeR)
+	defer lifeR.Close()
 	// What the folders hold before the command starts: its writes are
 	// what grows past this, and what a run stopped for disk is taken
 	// back to (the folders it leaves behind, not its own /tmp).
