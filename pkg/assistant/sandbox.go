@@ -4,15 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
+	"os"
 	"sync"
 	"time"
 
+	"agent/pkg/agent"
 	"agent/pkg/clock"
 	"agent/pkg/config"
+	"agent/pkg/conversation"
 	"agent/pkg/health"
 	"agent/pkg/readdoc"
 	"agent/pkg/sandbox"
+	"agent/pkg/sandboxsetup"
 	"agent/pkg/shell"
 	"agent/pkg/tools"
 	"agent/pkg/video"
@@ -24,6 +27,12 @@ import (
 // nothing runs unsandboxed.
 type sandboxPart struct {
 	sb *sandbox.Sandbox // nil when the sandbox could not be built
+	// folders are what its runs bind (the workspace), for the probe;
+	// tempDir is where it keeps its runs' /tmp, moved when its account
+	// cannot reach the state dir (sandboxsetup).
+	folders sandbox.Folders
+	tempDir string
+	moved   bool
 	// ready is closed when the first probe has decided (StartSandbox runs
 	// probes in the background, after READY); done when the probing
 	// goroutine has ended; cancel stops it (Close).
@@ -45,13 +54,23 @@ const (
 	probeRetryMax   = 10 * time.Minute
 )
 
-// newSandboxPart builds the sandbox (not yet probed).
+// newSandboxPart builds the sandbox (not yet probed) as sandboxsetup
+// derives it from cfg: doctor builds the same one.
 func (a *Assistant) newSandboxPart(cfg *config.Config) *sandboxPart {
 	p := &sandboxPart{err: errors.New("not checked yet"), ready: make(chan struct{}), done: make(chan struct{}), cancel: func() {}}
-	sb, err := sandbox.New(sandbox.FromConfig(cfg.Sandbox, sandbox.Config{
-		Bwrap: a.d.Bwrap, TempDir: filepath.Join(cfg.Agent.StateDir, "sandbox"),
-		Clock: a.clock, Logger: a.logger.With("component", "sandbox"),
-	}))
+	log := a.logger.With("component", "sandbox")
+	set, err := sandboxsetup.For(cfg, sandbox.Self(), sandbox.Config{Bwrap: a.d.Bwrap, Clock: a.clock, Logger: log})
+	if err != nil {
+		p.err = err
+		return p
+	}
+	if set.Moved != nil {
+		log.Warn("sandbox temp dir moved out of the state dir: its account cannot reach it", "temp_dir", set.Config.TempDir, "why", set.Moved)
+	} else {
+		log.Info("sandbox temp dir", "temp_dir", set.Config.TempDir)
+	}
+	p.folders, p.tempDir, p.moved = set.Folders, set.Config.TempDir, set.Moved != nil
+	sb, err := sandbox.New(set.Config)
 	if err != nil {
 		p.err = err
 		return p
@@ -97,8 +116,9 @@ func (a *Assistant) documentTool() tools.Tool {
 // StartSandbox probes the sandbox in the background and, when it works,
 // offers its tools. Its state is the "sandbox" health component: degraded,
 // with the reason and the fix, while the tools are not offered. The host
-// calls it once after READY: a probe is a bwrap run, and start-up should
-// not share the CPU with it.
+// calls it once, before the channels start: a turn waits for the first
+// probe's decision (firstProbeWait), so that one in the first moments is
+// offered exec when the sandbox works.
 func (a *Assistant) StartSandbox() {
 	if a.sandbox == nil {
 		return
@@ -142,7 +162,7 @@ func (a *Assistant) probeSandbox(ctx context.Context) {
 	}
 	for wait := probeRetryFirst; ; wait = min(2*wait, probeRetryMax) {
 		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		err := p.sb.Probe(pctx)
+		err := p.sb.ProbeFolders(pctx, p.folders)
 		cancel()
 		if ctx.Err() != nil {
 			return // closing: nothing to report
@@ -181,6 +201,58 @@ func (p *sandboxPart) stop(ctx context.Context) {
 		case <-p.done:
 		case <-ctx.Done():
 		}
+	}
+	if p.moved {
+		_ = os.Remove(p.tempDir) // /var/tmp is not ours to litter; empty once no run is left
+	}
+}
+
+// firstProbeWait bounds how long a turn waits for the first probe (itself
+// bounded at 30 s): a turn never waits longer than this for exec.
+const firstProbeWait = 30 * time.Second
+
+// afterFirstProbe holds each turn until the first sandbox probe started by
+// StartSandbox has decided: the turn's tool list then has exec when the
+// sandbox works. Once decided it holds nothing.
+func (a *Assistant) afterFirstProbe(next conversation.Turner) conversation.Turner {
+	return probeTurner{next: next, a: a}
+}
+
+type probeTurner struct {
+	next conversation.Turner
+	a    *Assistant
+}
+
+func (t probeTurner) Turn(ctx context.Context, in agent.Input, emit func(agent.Event)) (agent.Output, error) {
+	t.a.awaitFirstProbe(ctx)
+	return t.next.Turn(ctx, in, emit)
+}
+
+// awaitFirstProbe returns when the first probe has decided, ctx ends or
+// firstProbeWait has passed; at once when no probe was started.
+func (a *Assistant) awaitFirstProbe(ctx context.Context) {
+	p := a.sandbox
+	if p == nil {
+		return
+	}
+	select {
+	case <-p.ready:
+		return
+	default:
+	}
+	p.mu.Lock()
+	started, closed := p.started, p.closed
+	p.mu.Unlock()
+	if !started || closed {
+		return
+	}
+	timer := a.clock.NewTimer(firstProbeWait)
+	defer timer.Stop()
+	select {
+	case <-p.ready:
+	case <-ctx.Done():
+	case <-timer.C():
+		a.logger.Warn("a turn went on without waiting longer for the sandbox probe", "waited", firstProbeWait)
 	}
 }
 

@@ -2,14 +2,18 @@ package assistant
 
 import (
 	"context"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"agent/pkg/config"
 	"agent/pkg/conversation"
+	"agent/pkg/doctor"
 	"agent/pkg/health"
 	"agent/pkg/llm/llmtest"
+	"agent/pkg/sandbox"
 	"agent/pkg/sandbox/sandboxtest"
 )
 
@@ -119,4 +123,110 @@ func TestStartSandboxOnce(t *testing.T) {
 	}
 	a.StartSandbox()
 	<-a.SandboxReady()
+}
+
+// A turn that comes the moment the sandbox's probe has started (a user
+// writing as the daemon starts) waits for the probe's decision: it is
+// offered exec, not a tool list without it.
+func TestFirstTurnWaitsForTheSandboxProbe(t *testing.T) {
+	sandboxtest.New(t, nil) // needs bwrap
+	srv := llmtest.New(t, llmtest.Text("ok"))
+	dir := sandboxtest.Dir(t)
+	cfg := config.Default()
+	cfg.Agent.StateDir = filepath.Join(dir, "var")
+	cfg.Agent.Workspace = filepath.Join(dir, "ws")
+	cfg.LLM.Provider, cfg.LLM.BaseURL, cfg.LLM.Model = "custom", srv.BaseURL(), "main"
+	cfg.Security.DMPolicy = "open"
+	a, err := New(cfg, Deps{Store: testStore(t, cfg), SysRoot: "/nonexistent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close(context.Background()) })
+	if err := a.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	a.StartSandbox()
+	if _, err := a.Ask(context.Background(), conversation.Inbound{Channel: "wecom", Sender: "alice", Text: "what is 6*7? compute it"}); err != nil {
+		t.Fatal(err)
+	}
+	if offered := srv.Request(0).ToolNames(); !slices.Contains(offered, "exec") {
+		t.Errorf("the first turn was not offered exec: %v", offered)
+	}
+}
+
+// Run as root with the state dir in a private (0700) directory ("make run"
+// in a clone under /root): the sandbox keeps its own files where its
+// account reaches them, so exec is offered when the workspace is
+// reachable; when the workspace is not, the daemon and doctor both say
+// why, in the same words. Doctor's verdict is the daemon's either way.
+func TestDaemonAndDoctorAgreeOnTheSandboxInAPrivateDirectory(t *testing.T) {
+	sandboxtest.New(t, nil) // needs bwrap
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: only a root daemon's sandbox runs as another account")
+	}
+	for _, tc := range []struct {
+		name       string
+		privateWS  bool
+		wantWorks  bool
+		wantReason string
+	}{
+		{name: "workspace reachable", wantWorks: true},
+		{name: "workspace private", privateWS: true, wantReason: "cannot reach"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// A 0700 directory of root's, like /root.
+			open := sandboxtest.Dir(t)
+			private := filepath.Join(open, "root")
+			if err := os.Mkdir(private, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			srv := llmtest.New(t)
+			cfg := config.Default()
+			cfg.Agent.StateDir = filepath.Join(private, "var")
+			cfg.Agent.Workspace = filepath.Join(open, "ws")
+			if tc.privateWS {
+				cfg.Agent.Workspace = filepath.Join(private, "ws")
+			}
+			cfg.LLM.Provider, cfg.LLM.BaseURL, cfg.LLM.Model = "custom", srv.BaseURL(), "main"
+			t.Cleanup(func() {
+				if dir, _, err := sandbox.Self().TempDir(cfg.Agent.StateDir); err == nil {
+					os.RemoveAll(dir)
+				}
+			})
+			a, err := New(cfg, Deps{Store: testStore(t, cfg), SysRoot: "/nonexistent"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { a.Close(context.Background()) })
+			a.StartSandbox()
+			<-a.SandboxReady()
+			_, daemonErr := a.Sandbox()
+
+			var doctorRes doctor.Result
+			for _, c := range doctor.Checks(doctor.Env{Config: cfg}) {
+				if c.Name == "sandbox" {
+					doctorRes = c.Run(context.Background())
+				}
+			}
+			doctorWorks := strings.Contains(doctorRes.Detail, "bubblewrap works")
+			if (daemonErr == nil) != tc.wantWorks || doctorWorks != tc.wantWorks {
+				t.Fatalf("daemon: %v; doctor: %+v; want works=%v for both", daemonErr, doctorRes, tc.wantWorks)
+			}
+			if tc.wantWorks {
+				if _, ok := a.reg.Get("exec"); !ok {
+					t.Error("exec not registered")
+				}
+				if dir := a.sandbox.tempDir; !strings.HasPrefix(dir, "/var/tmp/agent-sandbox-") || sandbox.Reach(dir, sandbox.Self().As) != nil {
+					t.Errorf("the sandbox's own files are in %s: want a reachable directory under /var/tmp", dir)
+				}
+				return
+			}
+			if !strings.Contains(daemonErr.Error(), tc.wantReason) || !strings.Contains(daemonErr.Error(), private+" is -rwx------") {
+				t.Errorf("daemon's reason: %v", daemonErr)
+			}
+			if !strings.Contains(doctorRes.Detail, daemonErr.Error()) {
+				t.Errorf("doctor's reason differs from the daemon's:\ndoctor: %s\ndaemon: %v", doctorRes.Detail, daemonErr)
+			}
+		})
+	}
 }

@@ -197,6 +197,10 @@ func (d *Daemon) run(ctx context.Context) error {
 	// The conversation pipeline. A failure here (e.g. an unusable
 	// workspace) disables conversations, not the daemon: health says why.
 	d.startAssistant(cfg)
+	// The sandbox's probe runs in the background: exec and the video tools
+	// come once it passes. It starts before anything that brings turns (the
+	// channels, the admin socket), and a turn waits for its decision.
+	d.asst.StartSandbox()
 	d.sessions = console.NewSessions(console.SessionConfig{Now: d.now, Logger: d.logger.With("component", "console")})
 	chCtx, stopChannels := context.WithCancel(context.Background())
 	defer stopChannels()
@@ -231,7 +235,6 @@ func (d *Daemon) run(ctx context.Context) error {
 	}()
 
 	d.notify("READY=1\nSTATUS=serving on " + d.httpAddr)
-	d.asst.StartSandbox() // its probe runs in the background: exec and the video tools come once it passes
 	d.logger.Info("agent ready", "version", buildinfo.Version(), "listen", d.httpAddr,
 		"admin_socket", cfg.Server.AdminSocket, "state_dir", stateDir, "startup", d.now().Sub(d.started).Round(time.Millisecond))
 

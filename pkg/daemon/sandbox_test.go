@@ -62,7 +62,7 @@ func startSandboxDaemon(tb testing.TB, body string) (*config.Config, *fakeNotifi
 }
 
 // waitSandbox waits until /healthz at addr reports the sandbox ok: the
-// probe runs after READY, and its tools are offered once it passes.
+// probe runs in the background from start, and its tools are offered once it passes.
 func waitSandbox(tb testing.TB, addr string) {
 	tb.Helper()
 	deadline := time.Now().Add(30 * time.Second)
