@@ -100,3 +100,18 @@ func TestRedactionKeepsPlaceholdersInToolsAcrossTheTurn(t *testing.T) {
 		t.Fatalf("second request ends with %+v", res)
 	}
 }
+
+// The real values go only to the built-in tools that deliver or keep what
+// the user asked for; a custom or MCP tool named like one gets nothing.
+func TestRedactionRestoresOnlyIntoDeliveringBuiltins(t *testing.T) {
+	for tool, want := range map[string]bool{
+		"message": true, "send_image": true, "send_file": true, "send_video": true, "send_link": true,
+		"schedule": true, "write_file": true,
+		"exec": false, "web_fetch": false, "web_search": false, "read_document": false, "read_file": false,
+		"edit_file": false, "send_leak": false, "mail__send_mail": false, "send_x__y": false, "": false,
+	} {
+		if got := restoresValues(tool); got != want {
+			t.Errorf("restoresValues(%q) = %v, want %v", tool, got, want)
+		}
+	}
+}
