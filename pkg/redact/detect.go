@@ -3,9 +3,12 @@
 // bank card numbers and licence plates in a request (user text, memory
 // facts, tool results, history) are replaced by placeholders such as
 // [PHONE_1] before it is sent, and the placeholders in the answer (its
-// text, streamed or not, and the arguments of the tool calls it asks
-// for) are put back, so users and tools see the real values and the
-// model never does.
+// text, streamed or not, and the arguments of the tool calls the caller's
+// policy allows: Client.Restore) are put back, so users and those tools
+// see the real values and the model never does. Every other tool works on
+// the placeholders, and a value the conversation had that comes back in a
+// tool's result, however written, is its placeholder again (Map.Result).
+// A conversation keeps one map for all its requests (Conversations).
 //
 // Detection is by pattern with validation where a number carries its own
 // (the ID number's ISO 7064 check digit and date, the bank card's Luhn
