@@ -120,6 +120,7 @@ func TestToolResultsGiveKnownValuesBackAsPlaceholders(t *testing.T) {
 		"00083100831",                // reversed
 		"contact: zhang@example.COM", // another case
 		"138\u200b0013\u200b8000",    // zero-width spaces
+		"1 3 8 0 0 1 3 8 0 0 0",      // sed 's/./& /g' on a file write_file wrote
 	}
 	history = append(history, resp.Message, llm.Message{Role: llm.RoleTool, ToolCallID: "c1", Name: "exec", Content: strings.Join(results, "\n")})
 	resp, err = c.Chat(ctx, llm.Request{Messages: history})
