@@ -88,6 +88,7 @@ func Checks(e Env) []Check {
 		Check{"mcp", e.checkMCP},
 		Check{"web", e.checkWeb},                  // web.go
 		Check{"sandbox", e.checkSandbox},          // sandbox.go
+		Check{"sandbox_limits", e.checkCgroups},   // cgroups.go
 		Check{"skills", e.checkSkills},            // skills.go
 		Check{"custom_tools", e.checkCustomTools}, // skills.go
 		Check{"daemon", e.checkDaemon},
@@ -467,25 +468,54 @@ func (e Env) checkDaemon(ctx context.Context) Result {
 }
 
 func (e Env) checkDisk(context.Context) Result {
-	dir := e.Config.Agent.StateDir
+	reserve := uint64(e.Config.Agent.DiskReserveMB) << 20
+	var details []string
+	worst := Result{Level: OK}
+	seen := map[string]bool{}
+	for _, d := range []string{e.Config.Agent.StateDir, e.Config.Agent.Workspace} {
+		dir := existing(d)
+		free, err := diskfree.FreeBytes(dir)
+		if err != nil {
+			return Result{Level: Fail, Detail: err.Error()}
+		}
+		key := fmt.Sprintf("%d", free>>20) + "\x00" + dir
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		details = append(details, fmt.Sprintf("%d MiB free on %s", free>>20, dir))
+		r := Result{Level: OK}
+		switch {
+		case free < diskfree.FailBytes:
+			r = Result{Level: Fail, Fix: "free space (journalctl --vacuum-size=100M)"}
+		case reserve > 0 && free < reserve:
+			r = Result{Level: Warn, Fix: "free space: users' runs and uploads are refused below agent.disk_reserve_mb"}
+			details[len(details)-1] += fmt.Sprintf(", under the %d MiB reserve (agent.disk_reserve_mb): exec, documents, video and uploads are refused", reserve>>20)
+		case reserve > 0 && free < 2*reserve:
+			r = Result{Level: Warn, Fix: "free space before users' runs and uploads reach the reserve (agent.disk_reserve_mb)"}
+			details[len(details)-1] += fmt.Sprintf(", less than twice the %d MiB reserve (agent.disk_reserve_mb)", reserve>>20)
+		case free < diskfree.WarnBytes:
+			r = Result{Level: Warn, Fix: "free space (journalctl --vacuum-size=100M)"}
+		}
+		if rank(r.Level) > rank(worst.Level) {
+			worst = r
+		}
+	}
+	worst.Detail = strings.Join(details, "; ")
+	return worst
+}
+
+func rank(l Level) int { return map[Level]int{OK: 0, Warn: 1, Fail: 2}[l] }
+
+// existing is dir, or its nearest parent that exists (a state dir made
+// at the first start).
+func existing(dir string) string {
 	for {
 		if _, err := os.Stat(dir); err == nil || dir == filepath.Dir(dir) {
-			break
+			return dir
 		}
 		dir = filepath.Dir(dir)
 	}
-	free, err := diskfree.FreeBytes(dir)
-	if err != nil {
-		return Result{Level: Fail, Detail: err.Error()}
-	}
-	detail := fmt.Sprintf("%d MiB free on %s", free>>20, dir)
-	switch {
-	case free < diskfree.FailBytes:
-		return Result{Level: Fail, Detail: detail, Fix: "free space (journalctl --vacuum-size=100M)"}
-	case free < diskfree.WarnBytes:
-		return Result{Level: Warn, Detail: detail, Fix: "free space (journalctl --vacuum-size=100M)"}
-	}
-	return Result{Level: OK, Detail: detail}
 }
 
 // checkMemory compares what the machine (or the cgroup) can give with what
