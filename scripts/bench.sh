@@ -54,7 +54,7 @@ echo "bench: wecom_bot" >&2
 "$go" test -tags "$tags" -run '^$' -bench 'WeComBot' -benchtime 50x ./pkg/daemon/ > "$tmp/wecombot.txt" 2>&1 || { cat "$tmp/wecombot.txt"; exit 1; }
 echo "bench: offline and privacy" >&2
 "$go" test -tags "$tags" -run '^$' -bench 'CommandCache' -benchtime 100x ./pkg/daemon/ > "$tmp/offline.txt" 2>&1 || { cat "$tmp/offline.txt"; exit 1; }
-"$go" test -run '^$' -bench 'Redact1KB|RedactChinese10KB' ./pkg/redact/ >> "$tmp/offline.txt" 2>&1 || { cat "$tmp/offline.txt"; exit 1; }
+"$go" test -run '^$' -bench 'Redact1KB|RedactChinese10KB|RedactResult10KB' ./pkg/redact/ >> "$tmp/offline.txt" 2>&1 || { cat "$tmp/offline.txt"; exit 1; }
 echo "bench: fleet (NATS JetStream)" >&2
 "$go" test -tags "$tags" -run '^$' -bench 'FleetIngress|FleetMove10k|FleetBot' -benchtime 3x -timeout 20m ./pkg/daemon/ > "$tmp/fleet.txt" 2>&1 || { cat "$tmp/fleet.txt"; exit 1; }
 "$go" test -run '^$' -bench 'Hop' -benchtime 1x ./pkg/fleet/ >> "$tmp/fleet.txt" 2>&1 || { cat "$tmp/fleet.txt"; exit 1; }
@@ -375,6 +375,7 @@ cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)
   echo "Redact1KB: [privacy] redact over 1 KB of text holding a phone number, an e-mail, a card number and a plate, and"
   echo "putting them back; Redact1KBClean: 1 KB with nothing to redact. RedactChinese10KB: 10 KB of Chinese text holding 20"
   echo "values in mixed forms (fullwidth, dotted, slashed, parenthesised, NBSP and zero-width spaces, spaced ID, IDN e-mail)."
+  echo "RedactResult10KB: that text as a tool's result in a conversation that has its values (each found again in any form)."
   echo
   echo "| benchmark | time/op | metrics |"
   echo "|---|---|---|"

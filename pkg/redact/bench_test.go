@@ -77,3 +77,16 @@ func BenchmarkRedactChinese10KB(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRedactResult10KB: the same text as a tool's result in a
+// conversation that already has its 20 values (each found again, in any
+// form, on top of detection).
+func BenchmarkRedactResult10KB(b *testing.B) {
+	text := chineseText()
+	m := NewMap(Kinds)
+	m.Text(text)
+	b.SetBytes(int64(len(text)))
+	for b.Loop() {
+		m.Result(text)
+	}
+}
