@@ -101,3 +101,17 @@ func TestRunOverQuotaIsTakenBack(t *testing.T) {
 		t.Errorf("the folder holds %d bytes after the roll-back, %d before", n, held)
 	}
 }
+
+// A run that goes over the quota and ends before the next measurement is
+// measured once more at its end: what it wrote does not stay either.
+func TestFastRunOverQuotaIsTakenBack(t *testing.T) {
+	s := newSandbox(t, nil)
+	work := openDir(t)
+	res := sh(t, s, sandbox.Spec{Work: work, MaxWrite: 2 << 20}, `head -c 3000000 /dev/zero > f`)
+	if res.Limit != sandbox.LimitDisk || !strings.Contains(res.Detail, "taken back") {
+		t.Fatalf("limit %q (%s), exit %d", res.Limit, res.Detail, res.Exit)
+	}
+	if _, err := os.Stat(filepath.Join(work, "f")); !os.IsNotExist(err) {
+		t.Errorf("the file written past the quota stayed (%v)", err)
+	}
+}

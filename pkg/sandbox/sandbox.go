@@ -569,6 +569,14 @@ loop:
 		Limit: reason.limit, Detail: reason.detail,
 	}
 	res.Exit = exitCode(cmd.ProcessState, waitErr)
+	if reason.limit == LimitNone && (spec.MaxWrite > 0 || s.cfg.MinFreeMB > 0) {
+		// A run that ended between two measurements is measured once
+		// more: what it wrote past the quota does not stay either.
+		if r, over := s.overDisk(spec, writable, base); over {
+			reason = r
+			res.Limit, res.Detail = r.limit, r.detail
+		}
+	}
 	if reason.limit == LimitNone && cgroup != nil && cgroup.oomKilled() {
 		reason = killReason{LimitMemory, fmt.Sprintf("%d MB for the whole run", lim.MemoryMB)}
 		res.Limit, res.Detail = reason.limit, reason.detail
