@@ -102,7 +102,7 @@ type Config struct {
 	// MaxRuns bounds the runs at once; more wait their turn (0: 4).
 	MaxRuns int
 	// MinFreeMB stops a run when its folder's filesystem has less free
-	// (0: 256; agent.disk_reserve_mb).
+	// (agent.disk_reserve_mb; 0: 256, negative: no floor).
 	MinFreeMB int
 	// NoCgroups keeps runs out of cgroups of their own even where the
 	// daemon could make them (tests that measure the difference).
@@ -231,8 +231,11 @@ func New(cfg Config) (*Sandbox, error) {
 	if s.cfg.MaxRuns <= 0 {
 		s.cfg.MaxRuns = 4
 	}
-	if s.cfg.MinFreeMB <= 0 {
+	switch {
+	case s.cfg.MinFreeMB == 0:
 		s.cfg.MinFreeMB = 256
+	case s.cfg.MinFreeMB < 0:
+		s.cfg.MinFreeMB = 0 // no floor (agent.disk_reserve_mb = 0)
 	}
 	s.slots = make(chan struct{}, s.cfg.MaxRuns)
 	if s.cfg.TempDir == "" {

@@ -29,6 +29,11 @@ type Setup struct {
 func For(cfg *config.Config, host sandbox.Host, base sandbox.Config) (Setup, error) {
 	c := sandbox.FromConfig(cfg.Sandbox, base)
 	c.As = host.As
+	// No run takes the last agent.disk_reserve_mb of the disks it writes.
+	c.MinFreeMB = cfg.Agent.DiskReserveMB
+	if c.MinFreeMB == 0 {
+		c.MinFreeMB = -1 // 0 in config.toml: no reserve
+	}
 	dir, moved, err := host.TempDir(cfg.Agent.StateDir)
 	if err != nil {
 		return Setup{}, err
