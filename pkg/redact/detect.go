@@ -229,7 +229,7 @@ func scan(s string) (digits int, at, province bool) {
 		case unicode.IsNumber(r):
 			run += 2
 			digits = max(digits, run)
-		case unicode.IsLetter(r):
+		case unicode.IsLetter(r) && r != 0x30fc: // the long vowel mark folds to a dash
 			run = 0
 		}
 	}

@@ -86,8 +86,9 @@ func ideograph(s string, i int) bool {
 }
 
 // fold is what a rune reads as: its NFKC form (fullwidth letters, digits
-// and punctuation become ASCII, NBSP and the other spaces a space), with
-// every dash a '-', and nothing for the invisible ones (zero-width spaces
+// and punctuation become ASCII), with every space a space, every dash a
+// '-', every slash a '/', every dot between digits a '.' or '·', and
+// nothing for the invisible ones (zero-width spaces
 // and joiners, direction marks, combining and enclosing marks, variation
 // selectors), so they hide nothing between two digits. same reports that
 // the rune stays as it is (raw is its bytes in the original).
@@ -101,12 +102,19 @@ func fold(r rune, raw string) (f string, same bool) {
 		return " ", false
 	case r >= 0x3001 && r <= 0x303f: // CJK punctuation, none of which NFKC changes that matters here
 		return raw, true
-	case r >= 0x2010 && r <= 0x2015, r == 0x2212, r == 0xfe58, r == 0xfe63, r == 0x2043:
+	case r >= 0x2010 && r <= 0x2015, r == 0x2212, r == 0xfe58, r == 0xfe63, r == 0x2043,
+		r == 0x30fc, r == 0x2e3a, r == 0x2e3b, r == 0xfe31, r == 0xfe32: // dashes, the long vowel mark
 		return "-", false
+	case r == 0x2215 || r == 0x2044: // division and fraction slash
+		return "/", false
+	case r == 0x2219 || r == 0x22c5 || r == 0x2027: // dots that are operators or hyphenation points
+		return "·", false
 	case r == utf8.RuneError && len(raw) == 1: // not UTF-8: left as it is
 		return raw, true
 	case unicode.In(r, unicode.Mn, unicode.Me, unicode.Cf):
 		return "", false
+	case unicode.Is(unicode.Zs, r):
+		return " ", false
 	}
 	if norm.NFKC.PropertiesString(raw).Decomposition() == nil {
 		return raw, true

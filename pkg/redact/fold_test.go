@@ -25,6 +25,10 @@ func TestFoldedFormsFoundAndPutBack(t *testing.T) {
 		{"1\u200d3\u200c8\u20600013\ufeff8000", Phone}, // joiners, word joiner, BOM
 		{"１３８\u30000013\u30008000", Phone},             // ideographic space
 		{"+86 (138) 0013-8000", Phone},
+		{"138ー0013ー8000", Phone},           // the long vowel mark as a dash
+		{"138\u22150013\u22158000", Phone}, // division slash
+		{"138\u22c50013\u22c58000", Phone}, // dot operator
+		{"138\u16800013\u20038000", Phone}, // ogham space mark, em space
 		{"＋８６ １３８ ００１３ ８０００", Phone},
 		{"010.6234.5678", Phone},
 		{"0755/2345/6789", Phone},
