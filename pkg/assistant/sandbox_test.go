@@ -189,9 +189,7 @@ func TestDaemonAndDoctorAgreeOnTheSandboxInAPrivateDirectory(t *testing.T) {
 			}
 			cfg.LLM.Provider, cfg.LLM.BaseURL, cfg.LLM.Model = "custom", srv.BaseURL(), "main"
 			t.Cleanup(func() {
-				if dir, _, err := sandbox.Self().TempDir(cfg.Agent.StateDir); err == nil {
-					os.RemoveAll(dir)
-				}
+				os.RemoveAll(sandbox.FallbackTempDir(cfg.Agent.StateDir))
 			})
 			a, err := New(cfg, Deps{Store: testStore(t, cfg), SysRoot: "/nonexistent"})
 			if err != nil {

@@ -16,6 +16,7 @@ import (
 	"agent/pkg/config"
 	"agent/pkg/llm/llmtest"
 	"agent/pkg/memory"
+	"agent/pkg/sandbox"
 	"agent/pkg/store"
 	"agent/pkg/vad/vadtest"
 )
@@ -92,6 +93,9 @@ model = "nope.bin"
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The sandbox check makes the daemon's temp dir under /var/tmp when
+	// the state dir is private (t.TempDir's parent is 0700).
+	t.Cleanup(func() { os.Remove(sandbox.FallbackTempDir(cfg.Agent.StateDir)) })
 	meminfo := filepath.Join(dir, "meminfo")
 	os.WriteFile(meminfo, []byte("MemTotal: 8000000 kB\nMemAvailable: 4000000 kB\n"), 0o600)
 	return Env{ConfigPath: cfg.Path, Config: cfg, Warnings: warns, MemInfo: meminfo, CgroupMemMax: filepath.Join(dir, "none")}.withDefaults()

@@ -56,9 +56,7 @@ func TestSandboxCheckInAPrivateDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if dir, _, err := sandbox.Self().TempDir(e.Config.Agent.StateDir); err == nil {
-			os.RemoveAll(dir)
-		}
+		os.RemoveAll(sandbox.FallbackTempDir(e.Config.Agent.StateDir))
 	})
 	r := e.checkSandbox(context.Background())
 	if r.Level != Warn || !strings.Contains(r.Detail, "NOT offered") || !strings.Contains(r.Detail, private+" is -rwx------") || r.Fix != "chmod g+x "+private+", or put agent.workspace and agent.state_dir outside "+private {

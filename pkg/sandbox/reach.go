@@ -192,8 +192,7 @@ func (h Host) TempDir(stateDir string) (dir string, why error, err error) {
 	if !errors.As(why, &un) {
 		return "", nil, fmt.Errorf("sandbox: %w", why)
 	}
-	sum := sha256.Sum256([]byte(abs))
-	dir = filepath.Join(fallbackRoot, "agent-sandbox-"+hex.EncodeToString(sum[:6]))
+	dir = FallbackTempDir(abs)
 	if err := h.ownDir(dir); err != nil {
 		return "", why, fmt.Errorf("sandbox: %v; and the fallback %w", why, err)
 	}
@@ -201,6 +200,16 @@ func (h Host) TempDir(stateDir string) (dir string, why error, err error) {
 		return "", why, fmt.Errorf("sandbox: %v; and the fallback: %w", why, err)
 	}
 	return dir, why, nil
+}
+
+// FallbackTempDir is the temp dir under /var/tmp that TempDir falls back
+// to for stateDir: "agent-sandbox-" and a hash of its absolute path.
+func FallbackTempDir(stateDir string) string {
+	if abs, err := filepath.Abs(stateDir); err == nil {
+		stateDir = abs
+	}
+	sum := sha256.Sum256([]byte(stateDir))
+	return filepath.Join(fallbackRoot, "agent-sandbox-"+hex.EncodeToString(sum[:6]))
 }
 
 // ownDir makes dir (0750) for h, or accepts it when it is already h's
