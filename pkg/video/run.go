@@ -134,6 +134,8 @@ func limitText(res *sandbox.Result) string {
 		return "out of disk room: " + res.Detail
 	case sandbox.LimitOutput:
 		return "it printed too much (" + res.Detail + ")"
+	case sandbox.LimitMemory:
+		return "it needed more memory than a run may have (" + res.Detail + "); try a shorter clip or fewer pictures"
 	case sandbox.LimitCancelled:
 		return "the request was cancelled (" + res.Detail + ")"
 	}
