@@ -63,3 +63,36 @@ func TestSandboxCheckInAPrivateDirectory(t *testing.T) {
 		t.Errorf("sandbox under a private directory: %+v", r)
 	}
 }
+
+// Doctor run as root (sudo agentctl doctor) on a box where the daemon runs
+// as its own user probes as that user, the state dir's owner: folders only
+// it may enter are no failure, as they are none for the daemon.
+func TestSandboxCheckProbesAsTheStateDirsOwner(t *testing.T) {
+	nativetest.LookPath(t, "bwrap", "bubblewrap")
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: only root takes on another user")
+	}
+	const daemonUser = 12345 // an account with no name, like none other
+	e := baseEnv(t, "", nil)
+	dir := filepath.Dir(e.Config.Path)
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, d := range []string{e.Config.Agent.StateDir, e.Config.Agent.Workspace, filepath.Join(e.Config.Agent.Workspace, "files")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(d, daemonUser, daemonUser); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := e.checkSandbox(context.Background())
+	if !strings.Contains(r.Detail, "bubblewrap works") {
+		t.Errorf("the daemon's user reaches its own folders, doctor says: %+v", r)
+	}
+	if left, _ := filepath.Glob(filepath.Join(e.Config.Agent.Workspace, "files", ".*")); len(left) > 0 {
+		t.Errorf("the probe left %v", left)
+	}
+}
