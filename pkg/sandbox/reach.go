@@ -150,7 +150,8 @@ func HostFor(uid, gid int) Host {
 	h := Host{UID: uid, GID: gid}
 	switch {
 	case uid == 0:
-		h.As = &Account{UID: 65534, GID: 65534, Groups: []int{gid}, Name: "nobody"}
+		h.As = Nobody()
+		h.As.Groups = []int{gid} // the daemon's group, not necessarily this process's
 	case uid != os.Geteuid() && os.Geteuid() == 0:
 		h.As = &Account{UID: uid, GID: gid, Name: userName(uid)}
 		if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
