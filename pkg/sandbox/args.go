@@ -35,11 +35,13 @@ var netFiles = []string{"/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", 
 // reservedDst are the places inside a Bind may not cover.
 var reservedDst = []string{"/", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc", "/proc", "/dev", "/tmp", "/work", "/opt/agent"}
 
-// argsFD and firstDataFD are the descriptors bwrap reads its command line
-// and the DataFiles from (fd 3 is the start byte's).
+// The descriptors of a run: fd 3 carries the start byte, argsFD bwrap's
+// command line, lifeFD the watchdog's lifeline (below 10: dash redirects
+// single-digit descriptors only), firstDataFD on the DataFiles.
 const (
 	argsFD      = 4
-	firstDataFD = 5
+	lifeFD      = 5
+	firstDataFD = 6
 )
 
 // args builds bwrap's command line for spec and the files it makes from
@@ -132,6 +134,12 @@ func (s *Sandbox) args(spec Spec, lim Limits, run, tmp string) ([]string, []Data
 		a = append(a, "--ro-bind-data", strconv.Itoa(firstDataFD+len(data)), dst)
 		data = append(data, DataFile{Dst: dst, Data: f.Data})
 	}
+	if s.seccomp != nil {
+		// No fallocate inside (seccomp.go); the filter comes through a
+		// pipe like the data files.
+		a = append(a, "--seccomp", strconv.Itoa(firstDataFD+len(data)))
+		data = append(data, DataFile{Data: s.seccomp})
+	}
 	a = append(a,
 		"--symlink", s.python, binDir+"/python3",
 		"--symlink", s.python, binDir+"/python",
@@ -142,11 +150,10 @@ func (s *Sandbox) args(spec Spec, lim Limits, run, tmp string) ([]string, []Data
 	// writable and bounded).
 	a = append(a, "--remount-ro", "/dev")
 	a = append(a, "--chdir", "/work", "--")
-	// The lifeline's read end comes after the DataFiles' descriptors.
 	// $0 of the prelude is the sandbox's mark: bwrap's processes show
 	// it in their command lines, and a later daemon finds by it what an
 	// earlier one left (sweep).
-	a = append(a, "/bin/sh", "-c", prelude(lim, firstDataFD+len(data)), s.mark)
+	a = append(a, "/bin/sh", "-c", prelude(lim, lifeFD), s.mark)
 	return append(a, spec.Argv...), data, nil
 }
 

@@ -26,6 +26,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -218,6 +219,8 @@ type Sandbox struct {
 	// mark names this sandbox's runs in their command lines
 	// ("agent-sandbox-" and a hash of TempDir).
 	mark string
+	// seccomp is the filter every run gets (seccomp.go); nil: none.
+	seccomp []byte
 }
 
 // New checks cfg (bwrap found, python resolvable, TempDir usable) and
@@ -275,6 +278,7 @@ func New(cfg Config) (*Sandbox, error) {
 	}
 	sum := sha256.Sum256([]byte(s.cfg.TempDir))
 	s.mark = "agent-sandbox-" + hex.EncodeToString(sum[:6])
+	s.seccomp = seccompProgram(runtime.GOARCH)
 	// What runs left when the daemon was killed mid-run: their processes
 	// (a bwrap killed while it set a run up can leave its other half
 	// waiting for it forever) and their folders.
@@ -468,35 +472,34 @@ func (s *Sandbox) start(ctx context.Context, args []string, data []DataFile, spe
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}
 	defer startR.Close()
-	cmd.ExtraFiles = []*os.File{startW}
-	// The command line (NUL-separated, fd argsFD) and each DataFile's
-	// bytes (fd firstDataFD, ..., in the order args numbered them) come
-	// through pipes bwrap reads.
-	feeds := [][]byte{nulJoin(args[:dash])}
-	for _, f := range data {
-		feeds = append(feeds, f.Data)
-	}
-	for _, b := range feeds {
-		r, w, err := os.Pipe()
-		if err != nil {
-			return nil, fmt.Errorf("sandbox: %w", err)
-		}
-		defer r.Close()
-		cmd.ExtraFiles = append(cmd.ExtraFiles, r)
-		go func(b []byte) {
-			_, _ = w.Write(b) // fails only when bwrap died first
-			w.Close()
-		}(b)
-	}
-	// The lifeline: the run's watchdog reads its end until the daemon's
-	// end closes (the prelude), which happens when the daemon is gone.
+	// The lifeline: the run's watchdog reads its end (fd lifeFD) until
+	// the daemon's end closes, which happens when the daemon is gone.
 	lifeR, lifeW, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}
 	defer lifeW.Close()
-	cmd.ExtraFiles = append(cmd.ExtraFiles, lifeR)
 	defer lifeR.Close()
+	// The command line (NUL-separated, fd argsFD) and each DataFile's
+	// bytes (fd firstDataFD, ..., in the order args numbered them) come
+	// through pipes bwrap reads.
+	cmd.ExtraFiles = []*os.File{startW, nil, lifeR} // fd 3, argsFD, lifeFD
+	for i, b := range append([][]byte{nulJoin(args[:dash])}, dataBytes(data)...) {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return nil, fmt.Errorf("sandbox: %w", err)
+		}
+		defer r.Close()
+		if i == 0 {
+			cmd.ExtraFiles[argsFD-3] = r
+		} else {
+			cmd.ExtraFiles = append(cmd.ExtraFiles, r)
+		}
+		go func(b []byte) {
+			_, _ = w.Write(b) // fails only when bwrap died first
+			w.Close()
+		}(b)
+	}
 	// What the folders hold before the command starts: its writes are
 	// what grows past this, and what a run stopped for disk is taken
 	// back to (the folders it leaves behind, not its own /tmp).
@@ -610,6 +613,14 @@ loop:
 		res.Limit, res.Detail = LimitFileSize, fmt.Sprintf("%d MB per file; a command was stopped", lim.FileMB)
 	}
 	return res, nil
+}
+
+func dataBytes(data []DataFile) [][]byte {
+	out := make([][]byte, len(data))
+	for i, f := range data {
+		out[i] = f.Data
+	}
+	return out
 }
 
 // nulJoin is args as bwrap's --args reads them: each followed by a NUL.
