@@ -45,6 +45,14 @@ func (s *Sandbox) ProbeFolders(ctx context.Context, f Folders) error {
 	work := ""
 	if f.Within != "" {
 		if fi, err := os.Stat(f.Within); err == nil && fi.IsDir() {
+			// A probe cut short (the daemon or doctor killed) left its
+			// folder: older than any probe runs, it goes.
+			old, _ := filepath.Glob(filepath.Join(f.Within, ".sandbox-probe-*"))
+			for _, o := range old {
+				if fi, err := os.Lstat(o); err == nil && fi.IsDir() && s.clock.Now().Sub(fi.ModTime()) > 2*time.Minute {
+					removeAll(o)
+				}
+			}
 			d, err := os.MkdirTemp(f.Within, ".sandbox-probe-")
 			if err != nil {
 				return fmt.Errorf("%w: cannot make the probe's folder: %v", ErrUnavailable, err)

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"agent/pkg/sandbox"
 	"agent/pkg/sandbox/sandboxtest"
@@ -168,5 +169,32 @@ func TestProbeChecksTheFoldersRunsBind(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(filepath.Join(ws, "files", ".*")); len(left) > 0 {
 		t.Errorf("the probe left %v", left)
+	}
+}
+
+// A probe folder left by a probe cut short (the daemon killed mid-probe)
+// is removed by a later probe; a recent one (a probe running now, doctor
+// beside the daemon) stays.
+func TestProbeRemovesFoldersOfProbesCutShort(t *testing.T) {
+	s := newSandbox(t, nil)
+	within := openDir(t)
+	old, recent := filepath.Join(within, ".sandbox-probe-old"), filepath.Join(within, ".sandbox-probe-recent")
+	for _, d := range []string{old, recent} {
+		if err := os.Mkdir(d, 0o750); err != nil {
+			t.Fatal(err)
+		}
+	}
+	then := time.Now().Add(-10 * time.Minute)
+	if err := os.Chtimes(old, then, then); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ProbeFolders(context.Background(), sandbox.Folders{Within: within}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(old); !os.IsNotExist(err) {
+		t.Errorf("the old probe folder stayed: %v", err)
+	}
+	if _, err := os.Stat(recent); err != nil {
+		t.Errorf("a recent probe folder went: %v", err)
 	}
 }
