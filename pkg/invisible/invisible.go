@@ -51,7 +51,9 @@ func defaultIgnorable(r rune) bool {
 // Is reports whether r is invisible: a control character other than
 // '\n' and '\t' (C0, DEL, C1; '\r' too: a bare carriage return hides
 // the line before it on a terminal), a default-ignorable code point, a
-// line or paragraph separator, or an interlinear annotation character.
+// line or paragraph separator, an interlinear annotation character, or a
+// format control outside the BMP. (Private-use characters are not: they
+// show as boxes, and fonts use them for icons.)
 func Is(r rune) bool {
 	switch {
 	case r == '\n' || r == '\t':
@@ -61,6 +63,13 @@ func Is(r rune) bool {
 	case r < 0xAD:
 		return false
 	case r == 0x2028 || r == 0x2029 || (r >= 0xFFF9 && r <= 0xFFFB):
+		return true
+	case r >= 0x10000 && r < 0xE0000 && unicode.Is(unicode.Cf, r):
+		// Format controls outside the BMP that are not default-ignorable
+		// (U+110BD, U+110CD, the Egyptian hieroglyph format controls
+		// U+13430...): alone they show nothing, so they can carry text.
+		return true
+	case r == 0x16FE4: // KHITAN SMALL SCRIPT FILLER
 		return true
 	}
 	return defaultIgnorable(r)
