@@ -93,3 +93,70 @@ func TestSweepEndsOnlyThisSandboxesLeftovers(t *testing.T) {
 		t.Fatalf("another sandbox's run was killed: %v", err)
 	}
 }
+
+// A file the run made read-only (writing on through a descriptor it kept
+// open) is cut back all the same, and keeps its mode; the daemon is not
+// root here (a root test runs this part as nobody), so the permission
+// bits bind it as they bind the shipped service's user.
+func TestCutBackReachesAReadOnlyFile(t *testing.T) {
+	if dir := os.Getenv("AGENT_CUTBACK_DIR"); dir != "" {
+		root, err := os.OpenRoot(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer root.Close()
+		if err := cutBack(root, "grown", 0o444, fileState{size: 5, blocks: 4096}); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "grown")
+	if err := os.WriteFile(p, make([]byte, 1<<20), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	self := os.Args[0]
+	if os.Geteuid() == 0 { // nobody cannot reach the build's directory: a copy it can
+		b, err := os.ReadFile(self)
+		if err != nil {
+			t.Fatal(err)
+		}
+		self = filepath.Join(t.TempDir(), "sandbox.test")
+		if err := os.WriteFile(self, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(filepath.Dir(self), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(filepath.Dir(filepath.Dir(self)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(self, "-test.run=^TestCutBackReachesAReadOnlyFile$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "AGENT_CUTBACK_DIR="+dir)
+	if os.Geteuid() == 0 {
+		if err := os.Chown(filepath.Dir(dir), 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(dir, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(p, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("cut back as the file's owner: %v\n%s", err, out)
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Size() != 5 || fi.Mode().Perm() != 0o444 {
+		t.Errorf("size %d mode %v after the cut, want 5 and -r--r--r--", fi.Size(), fi.Mode().Perm())
+	}
+}

@@ -77,9 +77,11 @@ func measure(dir string, keep bool) (total int64, blind bool, t tree, err error)
 }
 
 // rollBack takes each folder back to what it held before the run (as
-// far as sizes go): entries the run created are removed, files it grew
-// are truncated to their size before (and blocks they reserved beyond
-// it are given back). Contents the run changed in place stay changed.
+// far as sizes go): entries the run created are removed (a folder it
+// made only when nothing that was there before lies in it now), files it
+// grew are truncated to their size before (and blocks they reserved
+// beyond it are given back). Contents the run changed in place stay
+// changed: a database the run grew is cut back too, and may be damaged.
 // It returns what it did, for the run's Result.
 func (s *Sandbox) rollBack(dirs []string, before map[string]tree) string {
 	var removed, cut int
@@ -110,6 +112,7 @@ func rollBackDir(dir string, t tree) (removed, cut int, err error) {
 	}
 	defer root.Close()
 	var errs []error
+	var newDirs []string // removed last, deepest first, and only when empty
 	err = fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if !errors.Is(err, fs.ErrNotExist) {
@@ -130,21 +133,23 @@ func rollBackDir(dir string, t tree) (removed, cut int, err error) {
 		}
 		was, known := t[fileID{uint64(st.Dev), st.Ino}]
 		switch {
+		case !known && d.IsDir():
+			// A folder the run made may hold what was there before (a
+			// file the run moved into it): its new entries go, then the
+			// folder if nothing else is left in it.
+			newDirs = append(newDirs, p)
 		case !known:
-			if err := root.RemoveAll(p); err != nil {
+			if err := root.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				errs = append(errs, err)
 			} else {
 				removed++
-			}
-			if d.IsDir() {
-				return fs.SkipDir
 			}
 		case fi.Mode().IsRegular():
 			size, blocks := diskuse.Size(fi)
 			if size <= was.size && blocks <= was.blocks {
 				return nil
 			}
-			if err := cutBack(root, p, was); err != nil {
+			if err := cutBack(root, p, fi.Mode().Perm(), was); err != nil {
 				errs = append(errs, err)
 			} else {
 				cut++
@@ -152,13 +157,30 @@ func rollBackDir(dir string, t tree) (removed, cut int, err error) {
 		}
 		return nil
 	})
+	for i := len(newDirs) - 1; i >= 0; i-- {
+		if root.Remove(newDirs[i]) == nil {
+			removed++
+		}
+	}
 	return removed, cut, errors.Join(append(errs, err)...)
 }
 
 // cutBack truncates the file at p to its size before and gives back the
-// blocks reserved beyond that size (fallocate --keep-size).
-func cutBack(root *os.Root, p string, was fileState) error {
-	f, err := root.OpenFile(p, os.O_WRONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+// blocks reserved beyond that size (fallocate --keep-size). A file the run
+// made read-only (while it kept writing through a descriptor it had open)
+// gets its owner's write permission for the cut, then its mode back.
+func cutBack(root *os.Root, p string, mode os.FileMode, was fileState) error {
+	open := func() (*os.File, error) {
+		return root.OpenFile(p, os.O_WRONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	}
+	f, err := open()
+	if errors.Is(err, fs.ErrPermission) {
+		if cerr := root.Chmod(p, mode|0o200); cerr != nil {
+			return err
+		}
+		defer func() { _ = root.Chmod(p, mode) }()
+		f, err = open()
+	}
 	if err != nil {
 		return err
 	}

@@ -120,3 +120,58 @@ func TestFastRunOverQuotaIsTakenBack(t *testing.T) {
 		t.Errorf("the file written past the quota stayed (%v)", err)
 	}
 }
+
+// io_uring is not there inside a run: its fallocate operation would
+// reserve disk past the filter on the fallocate call.
+func TestIOUringIsRefusedInside(t *testing.T) {
+	s := newSandbox(t, nil)
+	res := sh(t, s, sandbox.Spec{Work: openDir(t)}, `python3 -c '
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+params = ctypes.create_string_buffer(120)
+print(libc.syscall(425, 8, params), ctypes.get_errno())'`)
+	if got := strings.TrimSpace(string(res.Stdout)); got != "-1 38" {
+		t.Fatalf("io_uring_setup inside: %q (want -1 and ENOSYS), stderr %q", got, res.Stderr)
+	}
+}
+
+// A file that was there before and that the run moves into a folder it
+// made survives the take-back: only what the run added goes.
+func TestTakeBackKeepsWhatWasThereBefore(t *testing.T) {
+	s := newSandbox(t, nil)
+	work := openDir(t)
+	if err := os.WriteFile(filepath.Join(work, "precious.csv"), []byte("a,b\n1,2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := sh(t, s, sandbox.Spec{Work: work, MaxWrite: 4 << 20},
+		`mkdir -p out/deeper && mv precious.csv out/deeper/ && i=0; while :; do i=$((i+1)); head -c 1000000 /dev/zero > out/f$i; done`)
+	if res.Limit != sandbox.LimitDisk || !strings.Contains(res.Detail, "taken back") {
+		t.Fatalf("limit %q (%s)", res.Limit, res.Detail)
+	}
+	if b, err := os.ReadFile(filepath.Join(work, "out", "deeper", "precious.csv")); err != nil || string(b) != "a,b\n1,2\n" {
+		t.Fatalf("the user's file, moved by the run, was lost: %q %v", b, err)
+	}
+	if m, _ := filepath.Glob(filepath.Join(work, "out", "f*")); len(m) > 0 {
+		t.Errorf("the run's files stayed: %v", m)
+	}
+}
+
+// A run stopped because the disk came down to the reserve keeps what it
+// wrote within its quota: the space may have gone to someone else's run,
+// and taking back an innocent run's work would lose it.
+func TestReserveStopTakesNothingBack(t *testing.T) {
+	work := openDir(t)
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(work, &st); err != nil {
+		t.Fatal(err)
+	}
+	free := int(st.Bavail * uint64(st.Bsize) >> 20)
+	s := newSandbox(t, func(c *sandbox.Config) { c.MinFreeMB = free + 1000 })
+	res := sh(t, s, sandbox.Spec{Work: work, MaxWrite: 64 << 20}, `echo mine > kept.txt; sleep 10`)
+	if res.Limit != sandbox.LimitDisk || !strings.Contains(res.Detail, "nearly full") {
+		t.Fatalf("limit %q (%s)", res.Limit, res.Detail)
+	}
+	if b, err := os.ReadFile(filepath.Join(work, "kept.txt")); err != nil || string(b) != "mine\n" {
+		t.Errorf("the run's file within its quota was taken back: %q %v", b, err)
+	}
+}

@@ -460,7 +460,7 @@ func (s *Sandbox) start(ctx context.Context, args []string, data []DataFile, spe
 	}
 	max := int64(lim.OutputKB) << 10
 	killed := make(chan killReason, 4)
-	over := func() { killed <- killReason{LimitOutput, fmt.Sprintf("%d KB", lim.OutputKB)} }
+	over := func() { killed <- killReason{limit: LimitOutput, detail: fmt.Sprintf("%d KB", lim.OutputKB)} }
 	stdout := newCapped(max, over)
 	stderr := newCapped(max, over)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
@@ -547,9 +547,9 @@ loop:
 		case waitErr = <-done:
 			break loop
 		case <-ctx.Done():
-			reason = killReason{LimitCancelled, context.Cause(ctx).Error()}
+			reason = killReason{limit: LimitCancelled, detail: context.Cause(ctx).Error()}
 		case <-timer.C():
-			reason = killReason{LimitTime, fmt.Sprintf("%s wall time", lim.Timeout)}
+			reason = killReason{limit: LimitTime, detail: fmt.Sprintf("%s wall time", lim.Timeout)}
 		case reason = <-killed:
 		case <-watch.C():
 			ticks++
@@ -584,10 +584,10 @@ loop:
 		}
 	}
 	if reason.limit == LimitNone && cgroup != nil && cgroup.oomKilled() {
-		reason = killReason{LimitMemory, fmt.Sprintf("%d MB for the whole run", lim.MemoryMB)}
+		reason = killReason{limit: LimitMemory, detail: fmt.Sprintf("%d MB for the whole run", lim.MemoryMB)}
 		res.Limit, res.Detail = reason.limit, reason.detail
 	}
-	if reason.limit == LimitDisk {
+	if reason.takeBack {
 		// Nothing of the run is left running: take back what it added,
 		// so that the folder ends where it began, not over its quota.
 		res.Detail += s.rollBack(writable[1:], before)
@@ -635,6 +635,11 @@ func nulJoin(args []string) []byte {
 type killReason struct {
 	limit  Limit
 	detail string
+	// takeBack: the run itself went over what its folder had left (or
+	// hid what it wrote): what it added is taken back. A run stopped
+	// because the disk came down to the reserve keeps its files: the
+	// space may have gone to another user's run.
+	takeBack bool
 }
 
 // diskEvery is how often a run's folders are measured (walked);
@@ -682,19 +687,19 @@ func (s *Sandbox) overDisk(spec Spec, writable []string, base map[string]int64) 
 		n, blind, _ := usage(w)
 		if blind {
 			// Fail closed: what cannot be measured may be anything.
-			return killReason{LimitDisk, "a folder could not be measured: the run took the permissions off a directory"}, true
+			return killReason{limit: LimitDisk, detail: "a folder could not be measured: the run took the permissions off a directory", takeBack: true}, true
 		}
 		grown += n - base[w]
 	}
 	if spec.MaxWrite > 0 && grown > spec.MaxWrite {
-		return killReason{LimitDisk, fmt.Sprintf("wrote %d MB, over the %d MB the folder has left", grown>>20, spec.MaxWrite>>20)}, true
+		return killReason{limit: LimitDisk, detail: fmt.Sprintf("wrote %d MB, over the %d MB the folder has left", grown>>20, spec.MaxWrite>>20), takeBack: true}, true
 	}
 	// Every filesystem the run writes to: /tmp lies in the state dir, the
 	// folder in agent.workspace, maybe another disk.
 	for _, w := range writable {
 		free, err := diskFree(w)
 		if err == nil && free < uint64(s.cfg.MinFreeMB)<<20 {
-			return killReason{LimitDisk, fmt.Sprintf("the disk is nearly full (%d MB free)", free>>20)}, true
+			return killReason{limit: LimitDisk, detail: fmt.Sprintf("the disk is nearly full (%d MB free; the box keeps %d MB)", free>>20, s.cfg.MinFreeMB)}, true
 		}
 	}
 	return killReason{}, false

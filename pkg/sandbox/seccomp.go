@@ -7,31 +7,41 @@ import "encoding/binary"
 // call, faster than any measurement of a run's folders can see; without
 // it a program writes what it needs, which the quota and the disk reserve
 // watch as it goes. Programs take EOPNOTSUPP for "this filesystem cannot"
-// and write instead (glibc's posix_fallocate does so itself). Everything
-// else is allowed: bwrap's namespaces, capabilities and limits are the
-// sandbox; this filter closes one door only.
+// and write instead (glibc's posix_fallocate does so itself). io_uring
+// fails with ENOSYS (its IORING_OP_FALLOCATE would reserve disk without
+// the fallocate call; programs fall back to plain system calls, as on
+// kernels without it). Everything else is allowed: bwrap's namespaces,
+// capabilities and limits are the sandbox; this filter closes two doors.
 
 // A syscall table: the audit architecture the kernel reports and the
-// numbers of fallocate in it.
+// numbers of the calls refused in it.
 type seccompArch struct {
-	arch uint32
-	nrs  []uint32
+	arch      uint32
+	fallocate []uint32
+	ioUring   []uint32 // io_uring_setup, io_uring_enter, io_uring_register
 }
 
 // seccompArches are the ABIs a process of this architecture may use:
 // amd64 with its x32 numbers and the i386 compatibility ABI, arm64 with
 // the 32-bit ARM one.
 func seccompArches(goarch string) []seccompArch {
+	uring := []uint32{425, 426, 427} // the same in every table since 5.1
+	x32 := func(nrs ...uint32) []uint32 {
+		for _, n := range nrs {
+			nrs = append(nrs, 0x40000000|n)
+		}
+		return nrs
+	}
 	switch goarch {
 	case "amd64":
 		return []seccompArch{
-			{0xc000003e, []uint32{285, 0x40000000 | 285}}, // AUDIT_ARCH_X86_64: fallocate, x32 fallocate
-			{0x40000003, []uint32{324}},                   // AUDIT_ARCH_I386
+			{0xc000003e, x32(285), x32(uring...)}, // AUDIT_ARCH_X86_64 and its x32 numbers
+			{0x40000003, []uint32{324}, uring},    // AUDIT_ARCH_I386
 		}
 	case "arm64":
 		return []seccompArch{
-			{0xc00000b7, []uint32{47}},  // AUDIT_ARCH_AARCH64
-			{0x40000028, []uint32{352}}, // AUDIT_ARCH_ARM
+			{0xc00000b7, []uint32{47}, uring},  // AUDIT_ARCH_AARCH64
+			{0x40000028, []uint32{352}, uring}, // AUDIT_ARCH_ARM
 		}
 	}
 	return nil
@@ -45,6 +55,7 @@ const (
 	retAllow   = 0x7fff0000
 	retErrno   = 0x00050000
 	eopnotsupp = 95
+	enosys     = 38
 	offNr      = 0 // struct seccomp_data: nr
 	offArch    = 4 // arch
 )
@@ -64,23 +75,33 @@ func seccompProgram(goarch string) []byte {
 		return nil
 	}
 	var p []bpfInsn
-	var denies []int // the jumps to fill in once the deny's place is known
+	var toFalloc, toUring []int // the jumps to fill in once the returns' places are known
 	for _, a := range arches {
+		n := len(a.fallocate) + len(a.ioUring)
 		// ld arch; jeq arch, 0, skip-this-block
 		p = append(p, bpfInsn{code: bpfLdWAbs, k: offArch})
-		p = append(p, bpfInsn{code: bpfJeqK, k: a.arch, jf: uint8(len(a.nrs) + 2)})
+		p = append(p, bpfInsn{code: bpfJeqK, k: a.arch, jf: uint8(n + 2)})
 		p = append(p, bpfInsn{code: bpfLdWAbs, k: offNr})
-		for _, nr := range a.nrs {
-			denies = append(denies, len(p))
+		for _, nr := range a.fallocate {
+			toFalloc = append(toFalloc, len(p))
+			p = append(p, bpfInsn{code: bpfJeqK, k: nr})
+		}
+		for _, nr := range a.ioUring {
+			toUring = append(toUring, len(p))
 			p = append(p, bpfInsn{code: bpfJeqK, k: nr})
 		}
 		p = append(p, bpfInsn{code: bpfRetK, k: retAllow})
 	}
 	p = append(p, bpfInsn{code: bpfRetK, k: retAllow})
-	deny := len(p)
+	falloc := len(p)
 	p = append(p, bpfInsn{code: bpfRetK, k: retErrno | eopnotsupp})
-	for _, i := range denies {
-		p[i].jt = uint8(deny - i - 1)
+	uring := len(p)
+	p = append(p, bpfInsn{code: bpfRetK, k: retErrno | enosys})
+	for _, i := range toFalloc {
+		p[i].jt = uint8(falloc - i - 1)
+	}
+	for _, i := range toUring {
+		p[i].jt = uint8(uring - i - 1)
 	}
 	out := make([]byte, 0, 8*len(p))
 	for _, in := range p {

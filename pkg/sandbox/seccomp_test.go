@@ -6,10 +6,10 @@ import (
 )
 
 // The filter, run by a small interpreter of the instructions it uses,
-// refuses fallocate in every ABI of the architecture and lets the rest
-// through (including fallocate's number in another ABI, where it is
-// another call).
-func TestSeccompProgramRefusesFallocateOnly(t *testing.T) {
+// refuses fallocate and io_uring in every ABI of the architecture and lets
+// the rest through (including fallocate's number in another ABI, where it
+// is another call).
+func TestSeccompProgramRefusesFallocateAndIOUringOnly(t *testing.T) {
 	for _, goarch := range []string{"amd64", "arm64"} {
 		prog := seccompProgram(goarch)
 		if len(prog)%8 != 0 || len(prog) == 0 {
@@ -39,36 +39,32 @@ func TestSeccompProgramRefusesFallocateOnly(t *testing.T) {
 			return 0
 		}
 		arches := seccompArches(goarch)
-		for i, a := range arches {
-			for _, nr := range a.nrs {
-				if got := run(a.arch, nr); got != retErrno|eopnotsupp {
-					t.Errorf("%s arch %#x nr %d: %#x, want EOPNOTSUPP", goarch, a.arch, nr, got)
+		for _, a := range arches {
+			for _, c := range []struct {
+				nrs  []uint32
+				want uint32
+			}{{a.fallocate, retErrno | eopnotsupp}, {a.ioUring, retErrno | enosys}} {
+				for _, nr := range c.nrs {
+					if got := run(a.arch, nr); got != c.want {
+						t.Errorf("%s arch %#x nr %d: %#x, want %#x", goarch, a.arch, nr, got, c.want)
+					}
 				}
 			}
-			for _, nr := range []uint32{0, 1, 2, 59, 231, a.nrs[0] - 1, a.nrs[0] + 1} {
+			for _, nr := range []uint32{0, 1, 2, 59, 231, a.fallocate[0] - 1, a.fallocate[0] + 1, 424, 428} {
 				if got := run(a.arch, nr); got != retAllow {
 					t.Errorf("%s arch %#x nr %d: %#x, want allow", goarch, a.arch, nr, got)
 				}
 			}
-			other := arches[(i+1)%len(arches)]
-			if got := run(other.arch, a.nrs[0]); got != retAllow && !contains(other.nrs, a.nrs[0]) {
-				t.Errorf("%s: nr %d of arch %#x refused in arch %#x", goarch, a.nrs[0], a.arch, other.arch)
-			}
 		}
-		if got := run(0x12345678, arches[0].nrs[0]); got != retAllow {
+		// fallocate's number in one ABI is another call in the other.
+		if got := run(arches[1].arch, arches[0].fallocate[0]); got != retAllow {
+			t.Errorf("%s: nr %d refused in arch %#x", goarch, arches[0].fallocate[0], arches[1].arch)
+		}
+		if got := run(0x12345678, arches[0].fallocate[0]); got != retAllow {
 			t.Errorf("%s: an unknown arch: %#x", goarch, got)
 		}
 	}
 	if seccompProgram("riscv64") != nil {
 		t.Error("a filter for an architecture without a table")
 	}
-}
-
-func contains(s []uint32, v uint32) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
