@@ -43,6 +43,9 @@ func (e Env) checkSandbox(ctx context.Context) Result {
 		}
 	}
 	if err == nil {
+		// Root probing for another user writes nothing where that user
+		// could swap it for a link (doctorTempDir).
+		set.Folders.Untouched = os.Geteuid() == 0 && host.UID != 0
 		err = sb.ProbeFolders(ctx, set.Folders)
 	}
 	if err != nil {
@@ -101,14 +104,24 @@ func daemonHost(stateDir string) (sandbox.Host, string) {
 	return sandbox.HostFor(uid, gid), ""
 }
 
-// doctorTempDir points set at a folder of doctor's own inside the
-// daemon's temp dir: the same path, reached the same way, but a sandbox
-// clears leftover runs in its temp dir when it starts, and those may be
-// the running daemon's. It is the daemon user's, and removed afterwards.
-// Where the daemon has not made its temp dir yet, or doctor may not write
-// in it, a temporary directory stands in.
+// doctorTempDir points set at a folder of doctor's own: inside the
+// daemon's temp dir (the same path, reached the same way; a sandbox clears
+// leftover runs in its temp dir when it starts, and those may be the
+// running daemon's), and removed afterwards. Doctor run as root for a
+// daemon of another user makes it in a directory of root's instead (group
+// the daemon's, so that its bwrap reaches it): root must not make and
+// hand over (chown) folders in a directory that user owns, who could swap
+// them for links to anything on the box. Where the daemon has not made
+// its temp dir yet, or doctor may not write in it, a temporary directory
+// stands in too.
 func doctorTempDir(set *sandboxsetup.Setup, host sandbox.Host) (func(), error) {
-	dir, err := os.MkdirTemp(set.Config.TempDir, "doctor-")
+	set.Config.NoCgroups = true // doctor is no service of its own: it moves no cgroups
+	asRoot := os.Geteuid() == 0 && host.UID != 0
+	var dir string
+	err := errors.New("root for another user")
+	if !asRoot {
+		dir, err = os.MkdirTemp(set.Config.TempDir, "doctor-")
+	}
 	if err != nil {
 		dir, err = os.MkdirTemp("", "agent-doctor-sandbox-")
 		if err != nil {
@@ -116,8 +129,8 @@ func doctorTempDir(set *sandboxsetup.Setup, host sandbox.Host) (func(), error) {
 		}
 	}
 	cleanup := func() { os.RemoveAll(dir) }
-	if os.Geteuid() == 0 && host.UID != 0 {
-		if err := os.Chown(dir, host.UID, host.GID); err != nil {
+	if asRoot {
+		if err := os.Chown(dir, 0, host.GID); err != nil {
 			cleanup()
 			return nil, err
 		}

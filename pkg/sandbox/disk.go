@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"syscall"
 
 	"agent/pkg/diskuse"
@@ -249,16 +248,21 @@ func tend(dir string, as *Account) error {
 }
 
 // removeAll removes dir even where a run took the write permission off
-// its own directories (chmod 0 on a folder under /tmp).
+// its own directories (chmod 0 on a folder under /tmp). The permissions
+// are given back through an os.Root: a directory the run swaps for a link
+// meanwhile leads nowhere outside dir.
 func removeAll(dir string) {
 	if err := os.RemoveAll(dir); err == nil {
 		return
 	}
-	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if d != nil && d.IsDir() {
-			_ = os.Chmod(p, 0o700)
-		}
-		return nil
-	})
+	if root, err := os.OpenRoot(dir); err == nil {
+		_ = fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+			if d != nil && d.IsDir() {
+				_ = root.Chmod(p, 0o700)
+			}
+			return nil
+		})
+		root.Close()
+	}
 	_ = os.RemoveAll(dir)
 }

@@ -24,6 +24,12 @@ type Folders struct {
 	// "agent.workspace and agent.state_dir"), for the fix when the
 	// account cannot reach them.
 	Keys string
+	// Untouched probes without making anything in Within: it is bound
+	// read-only like Read, the probe's /work is a folder in TempDir. A
+	// root doctor probing for the daemon's user sets it: a folder root
+	// makes in a directory that user owns could be swapped for a link
+	// before root hands it over (chown).
+	Untouched bool
 }
 
 // Probe runs a shell and Python in a sandbox the way a tool run would (an
@@ -44,7 +50,10 @@ func (s *Sandbox) ProbeFolders(ctx context.Context, f Folders) error {
 	var absent []string // what it cannot yet: the account's reach is judged
 	work := ""
 	if f.Within != "" {
-		if fi, err := os.Stat(f.Within); err == nil && fi.IsDir() {
+		if fi, err := os.Stat(f.Within); err == nil && fi.IsDir() && f.Untouched {
+			check = append(check, f.Within)
+			binds = append(binds, Bind{Src: f.Within})
+		} else if err == nil && fi.IsDir() {
 			// A probe cut short (the daemon or doctor killed) left its
 			// folder: older than any probe runs, it goes.
 			old, _ := filepath.Glob(filepath.Join(f.Within, ".sandbox-probe-*"))
