@@ -154,8 +154,10 @@ func (p *parser) validateAgent(c *Config) {
 		}
 	}
 	p.checkPrincipals("agent.owners", a.Owners)
-	p.check("agent.workspace_quota_mb", a.WorkspaceQuotaMB >= 0, "must be 0 (no limit) or a positive number of MiB, not %d", a.WorkspaceQuotaMB)
-	p.check("agent.disk_reserve_mb", a.DiskReserveMB >= 0, "must be 0 (no reserve) or a positive number of MiB, not %d", a.DiskReserveMB)
+	// At most 16 TiB: more than any disk, and far from overflowing bytes.
+	const maxMiB = 16 << 20
+	p.check("agent.workspace_quota_mb", a.WorkspaceQuotaMB >= 0 && a.WorkspaceQuotaMB <= maxMiB, "must be 0 (no limit) or a number of MiB up to %d, not %d", maxMiB, a.WorkspaceQuotaMB)
+	p.check("agent.disk_reserve_mb", a.DiskReserveMB >= 0 && a.DiskReserveMB <= maxMiB, "must be 0 (no reserve) or a number of MiB up to %d, not %d", maxMiB, a.DiskReserveMB)
 	if slices.Contains(a.Owners, "*") && !p.isBad("agent.owners") {
 		p.warn([]string{"agent", "owners"}, "", "contains \"*\": every sender is an owner and may approve pairings")
 	}
