@@ -128,7 +128,9 @@ func (t *cgroupTree) takeOver() error {
 func (t *cgroupTree) sweep() {
 	old, _ := filepath.Glob(filepath.Join(t.dir, "run-*"))
 	for _, d := range old {
-		(&runCgroup{dir: d}).close()
+		r := &runCgroup{dir: d, fd: -1}
+		r.close()
+		r.remove()
 	}
 }
 
@@ -189,7 +191,9 @@ func (r *runCgroup) oomKilled() bool {
 }
 
 // close kills whatever of the run is left (cgroup.kill) and removes its
-// cgroup.
+// cgroup once it is empty: in the background, so that the run's result
+// does not wait the millisecond or two the kernel takes to let go of
+// the run's last processes.
 func (r *runCgroup) close() {
 	if r.fd >= 0 {
 		syscall.Close(r.fd)
@@ -207,16 +211,23 @@ func (r *runCgroup) close() {
 			}
 		}
 	}
-	// The kill is asynchronous: rmdir succeeds once the cgroup is empty.
-	for i := 0; i < 200; i++ {
+	if syscall.Rmdir(r.dir) != nil {
+		go r.remove()
+	}
+}
+
+// remove removes the run's killed cgroup once it is empty (rmdir fails
+// with EBUSY until then). What it does not remove in time, the next
+// start's sweep does.
+func (r *runCgroup) remove() {
+	wait := 100 * time.Microsecond
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
 		err := syscall.Rmdir(r.dir)
-		if err == nil || errors.Is(err, syscall.ENOENT) {
+		if err == nil || !errors.Is(err, syscall.EBUSY) {
 			return
 		}
-		if !errors.Is(err, syscall.EBUSY) {
-			return
-		}
-		time.Sleep(5 * time.Millisecond) // waits on the kernel, not on a test
+		time.Sleep(wait) // waits on the kernel, not on a test
+		wait = min(2*wait, 5*time.Millisecond)
 	}
 }
 
