@@ -107,7 +107,7 @@ func (t *cgroupTree) takeOver() error {
 	}
 	if len(procs) > 0 {
 		if err := os.Mkdir(filepath.Join(t.dir, leaf), 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-			return fmt.Errorf("cannot make a cgroup under %s: %w (the service needs Delegate=yes, and no ProtectControlGroups=)", t.dir, err)
+			return fmt.Errorf("cannot make a cgroup under %s: %w (the service needs Delegate= and its own cgroup in ReadWritePaths=)", t.dir, err)
 		}
 		if err := os.WriteFile(filepath.Join(t.dir, leaf, "cgroup.procs"), []byte(strconv.Itoa(me)), 0); err != nil {
 			return fmt.Errorf("cannot move the daemon into %s: %w", filepath.Join(t.dir, leaf), err)
