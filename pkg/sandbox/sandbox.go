@@ -575,10 +575,17 @@ loop:
 		Limit: reason.limit, Detail: reason.detail,
 	}
 	res.Exit = exitCode(cmd.ProcessState, waitErr)
-	if reason.limit == LimitNone && (spec.MaxWrite > 0 || s.cfg.MinFreeMB > 0) {
+	if reason.limit == LimitNone && spec.MaxWrite > 0 {
 		// A run that ended between two measurements is measured once
-		// more: what it wrote past the quota does not stay either.
-		if r, over := s.overDisk(spec, writable, base); over {
+		// more: what it wrote past the quota does not stay either. (Its
+		// directories get their owner's permissions back first: a run
+		// that ended is not hiding anything, and a disk that came down to
+		// the reserve meanwhile does not make a finished run a stopped
+		// one.)
+		for _, w := range writable {
+			_ = tend(w, nil)
+		}
+		if r, over := s.overDisk(spec, writable, base); over && r.takeBack {
 			reason = r
 			res.Limit, res.Detail = r.limit, r.detail
 		}
