@@ -207,9 +207,11 @@ func (p *sandboxPart) stop(ctx context.Context) {
 	}
 }
 
-// firstProbeWait bounds how long a turn waits for the first probe (itself
-// bounded at 30 s): a turn never waits longer than this for exec.
-const firstProbeWait = 30 * time.Second
+// firstProbeWait bounds how long a turn waits for the first probe (a
+// probe takes a tenth of a second on an idle box; itself bounded at 20 s):
+// a turn on a box too loaded to probe in this time goes on without exec
+// rather than keep its sender waiting, and gets it from the next turn on.
+const firstProbeWait = 10 * time.Second
 
 // afterFirstProbe holds each turn until the first sandbox probe started by
 // StartSandbox has decided: the turn's tool list then has exec when the
