@@ -478,11 +478,10 @@ func (e Env) checkDisk(context.Context) Result {
 		if err != nil {
 			return Result{Level: Fail, Detail: err.Error()}
 		}
-		key := fmt.Sprintf("%d", free>>20) + "\x00" + dir
-		if seen[key] {
+		if seen[dir] { // the workspace inside the state dir, or the other way round
 			continue
 		}
-		seen[key] = true
+		seen[dir] = true
 		details = append(details, fmt.Sprintf("%d MiB free on %s", free>>20, dir))
 		r := Result{Level: OK}
 		switch {

@@ -511,7 +511,9 @@ func (s *Sandbox) start(ctx context.Context, args []string, data []DataFile, spe
 			continue
 		}
 		var t tree
-		base[w], _, t, _ = measure(w, true)
+		// Only a run with a quota is taken back: only then is the
+		// folder's inventory kept.
+		base[w], _, t, _ = measure(w, spec.MaxWrite > 0)
 		before[w] = t
 	}
 	fs0 := freeSpace(writable)
