@@ -15,7 +15,7 @@ import (
 // is never offered it: the one case the tool exists for. The same holds
 // after reload_mcp itself applies servers: a.config() still has none, so
 // the next reload_mcp (to fix or remove them) is refused too.
-func TestReview21ReloadMCPUnreachableForFirstServer(t *testing.T) {
+func TestReloadMCPUnreachableForFirstServer(t *testing.T) {
 	web := httpServer("web", mcpHTTPServer(t)) // before the assistant: its cleanup runs last
 	d := newMCPAssistant(t, "")
 	d.write(t, web) // the owner edits the file

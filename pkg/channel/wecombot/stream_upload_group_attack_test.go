@@ -23,11 +23,11 @@ import (
 	"agent/pkg/wecom/aibottest"
 )
 
-// Review 18. The agent runs the calls of one step concurrently and emits
+// The agent runs the calls of one step concurrently and emits
 // every EventToolCall before any EventToolResult (agent.runTools), so with
 // two calls in one step the first result never finds its "⏳" line last:
 // the stream keeps showing a finished tool as still running.
-func TestReview18ParallelToolStepsAllEnd(t *testing.T) {
+func TestParallelToolStepsAllEnd(t *testing.T) {
 	s := newStream(&Bot{logger: slog.New(slog.DiscardHandler), clock: clock.Real()}, stored{ReqID: "r"}, "s", time.Second, time.Minute)
 	// The order agent.runTools emits for a step with two calls.
 	s.progress(conversation.ToolProgress{Tool: "web_search"})
@@ -52,14 +52,14 @@ func (r *recordingStore) SaveUpload(scope, name string, data []byte) (string, er
 	return "uploads/" + name, nil
 }
 
-// Review 18. Resource i>0 of a message is named "<msgid>-<i>", then cut to
+// Resource i>0 of a message is named "<msgid>-<i>", then cut to
 // 64 bytes by upload.SafeName: with a long msgid every picture of a mixed
 // message lands on the same upload name (each overwrites the last, the
 // model is told about the same path twice). SafeName also maps '+' and
 // '/' (base64 msgids, "CAIQ16HMjQYY/NGagIOAgAMgq4KM0AI=" in WeCom's docs)
 // to the same '_', so two messages of one user on one day can overwrite
 // each other's upload.
-func TestReview18UploadNamesCollide(t *testing.T) {
+func TestUploadNamesCollide(t *testing.T) {
 	srv := aibottest.New(t)
 	store := &recordingStore{saved: map[string][]byte{}}
 	b := &Bot{logger: slog.New(slog.DiscardHandler), clock: clock.Real()}
@@ -86,12 +86,12 @@ func TestReview18UploadNamesCollide(t *testing.T) {
 	}
 }
 
-// Review 18. Resources used to be downloaded when a message was stored,
+// Resources used to be downloaded when a message was stored,
 // before the DM policy looked at it, through one queue of `fetchers`
 // slots shared by everyone: an unpaired stranger's slow or large files
 // held the slots and the spool from paired users. Now only a sender the
 // policy admits has media fetched at once.
-func TestReview18StrangerDownloadsStallOthers(t *testing.T) {
+func TestStrangerDownloadsStallOthers(t *testing.T) {
 	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), store.FileName), nil, store.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -135,7 +135,7 @@ func TestReview18StrangerDownloadsStallOthers(t *testing.T) {
 	}
 }
 
-// Review 18. stripMention (new) makes a group message "@bot /verbose on"
+// stripMention (new) makes a group message "@bot /verbose on"
 // a slash command (kept: "@bot /new" is how a group starts over); /verbose
 // is now refused outside direct chats (conversation), so the leak below is
 // closed there. This test pins that the mention is stripped; before this change group text kept WeCom's leading
@@ -146,7 +146,7 @@ func TestReview18StrangerDownloadsStallOthers(t *testing.T) {
 // "names only, never arguments or results, so a group sees no more than
 // that a tool ran". /new and /forget on the group's memory also become
 // reachable to every member.
-func TestReview18GroupMentionBecomesCommand(t *testing.T) {
+func TestGroupMentionBecomesCommand(t *testing.T) {
 	m, err := aibot.ParseMessage([]byte(`{"msgid":"g1","chattype":"group","chatid":"c1","from":{"userid":"lisi"},"msgtype":"text","text":{"content":"@RobotA /verbose on"}}`))
 	if err != nil {
 		t.Fatal(err)
@@ -156,13 +156,13 @@ func TestReview18GroupMentionBecomesCommand(t *testing.T) {
 	}
 }
 
-// Review 18. In a group the file tools work in the group's folder
+// In a group the file tools work in the group's folder
 // (workspace.Scope: the conversation's memory scope, "group:wecom:<chat>"),
 // but a group message's picture is saved in the sender's private folder
 // ("wecom:<sender>"): the model is told "[image saved to uploads/...]" and
 // its tools, in the group's folder, cannot find it (and the group's
 // pictures count against the sender's own quota).
-func TestReview18GroupUploadOutsideGroupFolder(t *testing.T) {
+func TestGroupUploadOutsideGroupFolder(t *testing.T) {
 	srv := aibottest.New(t)
 	store := &recordingStore{saved: map[string][]byte{}}
 	b := &Bot{logger: slog.New(slog.DiscardHandler), clock: clock.Real()}

@@ -33,9 +33,9 @@ func (c *answerConv) Handle(ctx context.Context, in conversation.Inbound, reply 
 	return done, nil
 }
 
-// r23Bot is a Bot with a store, an inbox, an outbox and a processor (no
+// storeBot is a Bot with a store, an inbox, an outbox and a processor (no
 // connection, no fleet: the test sets them), every sender admitted.
-func r23Bot(t *testing.T) (*Bot, *processor, *answerConv) {
+func storeBot(t *testing.T) (*Bot, *processor, *answerConv) {
 	t.Helper()
 	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), store.FileName), nil, store.Options{})
 	if err != nil {
@@ -74,7 +74,7 @@ func runTurn(p *processor) (err error) {
 	return p.turn(context.Background(), rows)
 }
 
-// Review 23. A box that ran the AI Bot alone is joined to a fleet as a
+// A box that ran the AI Bot alone is joined to a fleet as a
 // box that is not the ingress (its bot is now built in relay mode, client
 // nil). A bot message left pending by the restart ("stays pending,
 // answered after the restart") has a row of the single-box format (no
@@ -82,8 +82,8 @@ func runTurn(p *processor) (err error) {
 // p.b.client.Status() on the nil client. The turn goroutine has no
 // recover: the daemon panics, and again on every start while the row is
 // pending.
-func TestReview23RelayBoxPanicsOnPreFleetRow(t *testing.T) {
-	b, p, _ := r23Bot(t)
+func TestRelayBoxPanicsOnPreFleetRow(t *testing.T) {
+	b, p, _ := storeBot(t)
 	f, err := fleet.New(fleet.Config{URL: "nats://127.0.0.1:1", Box: "b"}) // not the ingress
 	if err != nil {
 		t.Fatal(err)
@@ -99,15 +99,15 @@ func TestReview23RelayBoxPanicsOnPreFleetRow(t *testing.T) {
 	}
 }
 
-// Review 23. The other way: a box whose bot rows came from the fleet
+// The other way: a box whose bot rows came from the fleet
 // (their "ingress" is set) runs without its fleet link — fleet.enabled
 // turned off, or fleet.New failed at start (startFleet only logs it and
 // the daemon runs on with h.Fleet nil), while the bot, enabled on the
 // ingress, keeps its connection. processor.streamable reads
 // p.b.fleet.Box() on a nil *fleet.Fleet (and respond would call
 // b.fleet.Call): a nil-pointer panic in the turn goroutine, on every start.
-func TestReview23FleetRowWithoutFleetPanics(t *testing.T) {
-	b, p, _ := r23Bot(t)
+func TestFleetRowWithoutFleetPanics(t *testing.T) {
+	b, p, _ := storeBot(t)
 	b.client = aibot.New(aibot.Config{URL: "ws://127.0.0.1:1", BotID: "x", Secret: "y"}) // a single box now: a client, no fleet
 	raw, _ := json.Marshal(stored{ReqID: "r1", MsgID: "m1", Ingress: "a", Conn: 1, At: time.Now().UTC()})
 	if _, err := b.inbox.Put(context.Background(), mailbox.Received{DedupKey: "m1", Sender: "bob", Kind: "text", Content: "hello", Raw: string(raw)}); err != nil {
@@ -118,10 +118,10 @@ func TestReview23FleetRowWithoutFleetPanics(t *testing.T) {
 	}
 }
 
-// r23Fleet is an ingress "a" (bot connected to srv, its forward queue,
+// relayFleet is an ingress "a" (bot connected to srv, its forward queue,
 // serving the reply calls) and a relay home "b", both on one NATS server,
 // on one fake clock.
-func r23Fleet(t *testing.T) (ingress, home *Bot, srv *aibottest.Server, clk *clock.Fake) {
+func relayFleet(t *testing.T) (ingress, home *Bot, srv *aibottest.Server, clk *clock.Fake) {
 	t.Helper()
 	nats := natstest.Start(t)
 	srv = aibottest.New(t)
@@ -135,7 +135,7 @@ func r23Fleet(t *testing.T) (ingress, home *Bot, srv *aibottest.Server, clk *clo
 		t.Cleanup(f.Close)
 		return f
 	}
-	ingress, _, _ = r23Bot(t)
+	ingress, _, _ = storeBot(t)
 	ingress.clock = clk
 	ingress.fleet = newF("a", true)
 	ingress.fwd = mailbox.NewInbox(ingress.host.DB, forwardChannel, clk)
@@ -155,7 +155,7 @@ func r23Fleet(t *testing.T) (ingress, home *Bot, srv *aibottest.Server, clk *clo
 	for ingress.client.Status().State != aibot.StateReady {
 		time.Sleep(time.Millisecond)
 	}
-	home, _, _ = r23Bot(t)
+	home, _, _ = storeBot(t)
 	home.clock = clk
 	home.fleet = newF("b", false)
 	return ingress, home, srv, clk
@@ -190,7 +190,7 @@ func received(t *testing.T, ingress, home *Bot, msgID string) stored {
 	}
 }
 
-// Review 23. The ingress keeps a req_id "live" for streamLimit after it
+// The ingress keeps a req_id "live" for streamLimit after it
 // received the message (liveReqs.ttl = streamLimit), but the home box's
 // stream may stay open streamLimit after its *first frame*, which comes
 // later (and streamable admits a turn starting up to limit/2 after the
@@ -199,8 +199,8 @@ func received(t *testing.T, ingress, home *Bot, msgID string) stored {
 // and is refused as stale: the stream is never finished on WeCom (it
 // shows the partial text until WeCom's own cut), where a single box
 // finishes it (TestStreamLimit).
-func TestReview23RemoteStreamNeverFinishedAtLimit(t *testing.T) {
-	ingress, home, srv, clk := r23Fleet(t)
+func TestRemoteStreamNeverFinishedAtLimit(t *testing.T) {
+	ingress, home, srv, clk := relayFleet(t)
 	srv.Text("m-long", "bob", "single", "", "long job")
 	sr := received(t, ingress, home, "m-long")
 	if sr.Ingress != "a" || sr.Conn == 0 {
@@ -229,15 +229,15 @@ func TestReview23RemoteStreamNeverFinishedAtLimit(t *testing.T) {
 	}
 }
 
-// Review 23. Same bound, earlier: a turn that starts 2½ minutes after
+// Same bound, earlier: a turn that starts 2½ minutes after
 // the message (behind the user's previous turn; streamable admits it up to
 // limit/2) and takes 4 minutes is well inside its stream's 5½ minutes,
 // and a single box finishes it in the stream. Through the ingress its
 // final frame comes 6½ min after the message, past the ttl: refused, the
 // stream is left unfinished (WeCom shows the partial text) and the whole
 // answer goes by push.
-func TestReview23RemoteStreamCutBeforeItsLimit(t *testing.T) {
-	ingress, home, srv, clk := r23Fleet(t)
+func TestRemoteStreamCutBeforeItsLimit(t *testing.T) {
+	ingress, home, srv, clk := relayFleet(t)
 	srv.Text("m-late", "bob", "single", "", "second question")
 	sr := received(t, ingress, home, "m-late")
 	clk.Advance(150 * time.Second) // waited behind bob's previous turn

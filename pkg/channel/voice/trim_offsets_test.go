@@ -6,29 +6,29 @@ import (
 	"time"
 )
 
-// review21b: trimSilence on chosen spans.
+// trimSilence on chosen spans.
 
-type review21bSpan struct {
+type fixedSpan struct {
 	start, end, fed time.Duration
 	ok              bool
 }
 
-func (f *review21bSpan) feed([]byte) bool { return false }
-func (f *review21bSpan) heard() bool      { return f.ok }
-func (f *review21bSpan) reset()           {}
-func (f *review21bSpan) speechSpan() (time.Duration, time.Duration, time.Duration, bool) {
+func (f *fixedSpan) feed([]byte) bool { return false }
+func (f *fixedSpan) heard() bool      { return f.ok }
+func (f *fixedSpan) reset()           {}
+func (f *fixedSpan) speechSpan() (time.Duration, time.Duration, time.Duration, bool) {
 	return f.start, f.end, f.fed, f.ok
 }
 
 // No panic, even offsets, the speech always inside, at any rate and size.
-func TestReview21bTrimOffsets(t *testing.T) {
+func TestTrimOffsets(t *testing.T) {
 	r := rand.New(rand.NewPCG(21, 2))
 	for _, rate := range []int{1, 7, 8000, 11025, 16000, 22050, 44100, 48000, 96000} {
 		for range 20000 {
 			samples := r.IntN(3*rate/2 + 3)
 			pcm := make([]byte, 2*samples)
 			have := time.Duration(samples) * time.Second / time.Duration(rate)
-			span := &review21bSpan{ok: true, fed: have + time.Duration(r.IntN(129)-64)*time.Millisecond}
+			span := &fixedSpan{ok: true, fed: have + time.Duration(r.IntN(129)-64)*time.Millisecond}
 			span.start = time.Duration(r.Int64N(int64(have) + 1))
 			span.end = span.start + time.Duration(r.Int64N(int64(have-span.start)+1))
 			span.start -= span.start % (time.Second / 16000)

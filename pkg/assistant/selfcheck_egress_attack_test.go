@@ -14,7 +14,7 @@ import (
 // egress ledger, so privacy.egress_allow does not hold it, agentctl egress
 // does not count it, and it goes through HTTP(S)_PROXY from the
 // environment, unlike every model request.
-func TestReview19ModelSelfCheckBypassesTheEgressLedger(t *testing.T) {
+func TestModelSelfCheckBypassesTheEgressLedger(t *testing.T) {
 	srv := llmtest.New(t)
 	srv.Default(llmtest.Text("done"))
 	dir := t.TempDir()

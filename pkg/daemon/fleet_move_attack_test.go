@@ -30,7 +30,7 @@ import (
 // folder, jobs, approval and memory there: data that was on b before the
 // move began, and its only copy (a never had it). An undone move should
 // leave both boxes as they were.
-func TestReview24UndoneMoveDeletesTheTargetsOwnCopy(t *testing.T) {
+func TestUndoneMoveDeletesTheTargetsOwnCopy(t *testing.T) {
 	if testing.Short() {
 		t.Skip("two daemons and a NATS server")
 	}
@@ -103,7 +103,7 @@ func TestReview24UndoneMoveDeletesTheTargetsOwnCopy(t *testing.T) {
 // box's backlog finds the user "no longer admitted by the DM policy"
 // (dm_policy = "pairing") and drops the message, saying nothing: the
 // promised answer never comes.
-func TestReview24HeldMessageDroppedByTheMove(t *testing.T) {
+func TestHeldMessageDroppedByTheMove(t *testing.T) {
 	if testing.Short() {
 		t.Skip("two daemons and a NATS server")
 	}

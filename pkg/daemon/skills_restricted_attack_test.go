@@ -1,6 +1,6 @@
 package daemon
 
-// Review of skills restricted to some users ([skills.entries.NAME] users):
+// Skills restricted to some users ([skills.entries.NAME] users):
 // what a user who is not among them still gets, through the real daemon.
 
 import (

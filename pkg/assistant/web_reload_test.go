@@ -1,6 +1,6 @@
 package assistant
 
-// Second outsider review of the [web] wiring: reloads while turns run and
+// The [web] wiring under reloads: reloads while turns run and
 // while another reload runs. Failing tests are findings; the rest record
 // what held.
 
@@ -20,7 +20,7 @@ import (
 	"agent/pkg/tools"
 )
 
-func review2Fetch(m *mcpAssistant, raw string) (string, error) {
+func fetchWeb(m *mcpAssistant, raw string) (string, error) {
 	args, _ := json.Marshal(map[string]string{"url": raw})
 	return m.reg.Run(context.Background(), "web_fetch", tools.Call{Args: args, Channel: "admin", User: "ops"})
 }
@@ -29,7 +29,7 @@ func review2Fetch(m *mcpAssistant, raw string) (string, error) {
 // for the next call at once (a new guard and a new transport: no pooled
 // connection to the LAN host survives), and fetches running meanwhile
 // stay race-free.
-func TestReview2ReloadNarrowsFetchAllow(t *testing.T) {
+func TestReloadNarrowsFetchAllow(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		fmt.Fprint(w, "inside")
@@ -38,7 +38,7 @@ func TestReview2ReloadNarrowsFetchAllow(t *testing.T) {
 	u, _ := url.Parse(srv.URL)
 	open := fmt.Sprintf("[web]\nfetch_allow = [\"127.0.0.1:%s\"]\n", u.Port())
 	m := newMCPAssistant(t, open)
-	if out, err := review2Fetch(m, srv.URL+"/"); err != nil {
+	if out, err := fetchWeb(m, srv.URL+"/"); err != nil {
 		t.Fatalf("allowed fetch: %v", err)
 	} else if len(out) == 0 {
 		t.Fatalf("allowed fetch returned nothing")
@@ -48,7 +48,7 @@ func TestReview2ReloadNarrowsFetchAllow(t *testing.T) {
 	for range 4 {
 		wg.Go(func() {
 			for range 5 {
-				review2Fetch(m, srv.URL+"/")
+				fetchWeb(m, srv.URL+"/")
 			}
 		})
 	}
@@ -63,7 +63,7 @@ func TestReview2ReloadNarrowsFetchAllow(t *testing.T) {
 	wg.Wait()
 	m.write(t, "[web]\nfetch_allow = []\n")
 	m.reload(t)
-	if _, err := review2Fetch(m, srv.URL+"/"); !errors.Is(err, netguard.ErrRefused) {
+	if _, err := fetchWeb(m, srv.URL+"/"); !errors.Is(err, netguard.ErrRefused) {
 		t.Errorf("after the reload the box is still fetched: %v", err)
 	}
 }
@@ -74,7 +74,7 @@ func TestReview2ReloadNarrowsFetchAllow(t *testing.T) {
 // registerWeb writes it with no lock. The race detector reports it; the
 // visible effect is that the web tools can end up built from the older
 // of the two files while the newer one is the configuration in force.
-func TestReview2ConcurrentReloadsOfWeb(t *testing.T) {
+func TestConcurrentReloadsOfWeb(t *testing.T) {
 	m := newMCPAssistant(t, "")
 	a, b := *m.cfg, *m.cfg
 	a.Web.FetchAllow = []string{"10.1.0.0/16"}

@@ -13,14 +13,14 @@ import (
 	"agent/pkg/wecom/aibottest"
 )
 
-// Review 2 attack: in a group chat on the AI Bot, the model's message tool
+// In a group chat on the AI Bot, the model's message tool
 // addressed to "the conversation you are in" (the recipient policy admits
 // the chat id itself: recipient.inConversation) must reach the group. The
 // bot pushes every recipient without a "group:wecom:" prefix as a single
 // chat (chat_type 1, chatid = the chat id taken for a user id), and the
 // recipient policy refuses "group:wecom:CHAT" on channel wecom, so no
 // message tool call can ever reach a group the right way.
-func TestReview2BotMessageToolInGroupPushesToTheGroup(t *testing.T) {
+func TestBotMessageToolInGroupPushesToTheGroup(t *testing.T) {
 	llmSrv := llmtest.NewFunc(t, func(r *llmtest.Request) llmtest.Reply {
 		if strings.Contains(r.Last().Content, "tell the group") {
 			return llmtest.Calls(llmtest.Call("message", `{"to":"chat-7","text":"a note for the group"}`))
@@ -62,14 +62,14 @@ func TestReview2BotMessageToolInGroupPushesToTheGroup(t *testing.T) {
 	}
 }
 
-// Review 2 attack: a flood from one user. The bot runs one turn per
+// A flood from one user. The bot runs one turn per
 // message and submits them to the runner one at a time, so the runner's
 // per-conversation backlog bound (runner.DefaultQueueLen, the user told
 // "please wait" beyond it) never applies: every stored message becomes a
 // full model turn, however many were sent. The app channel coalesces a
 // sender's messages (maxBatch); here nothing bounds the work a single user
 // can queue.
-func TestReview2BotFloodFromOneUserIsBounded(t *testing.T) {
+func TestBotFloodFromOneUserIsBounded(t *testing.T) {
 	release := make(chan struct{})
 	llmSrv := llmtest.NewFunc(t, func(r *llmtest.Request) llmtest.Reply {
 		if strings.Contains(r.Last().Content, "the first one") {
@@ -106,12 +106,12 @@ func TestReview2BotFloodFromOneUserIsBounded(t *testing.T) {
 	}
 }
 
-// Review 2 attack: a group message without a chatid (or with a chattype
+// A group message without a chatid (or with a chattype
 // other than "group") is taken for a direct message: it runs in the
 // sender's private session (their p2p memory and history), while the
 // reply stream answers the group's req_id. A message whose chat cannot be
 // told must not reach a private session.
-func TestReview2BotGroupMessageWithoutChatIDIsNotADirectMessage(t *testing.T) {
+func TestBotGroupMessageWithoutChatIDIsNotADirectMessage(t *testing.T) {
 	llmSrv := llmtest.NewFunc(t, func(r *llmtest.Request) llmtest.Reply {
 		return llmtest.Text("answer")
 	})
