@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// The attack (found in review): a caller named "boss\u00a0" (a voice
+// The attack: a caller named "boss\u00a0" (a voice
 // device's claim; the hello refuses such names now too) asks for a
 // scheduled llm_task. Add once trimmed the owner, so the job belonged to
 // "voice:boss" and its prompt ran as that owner. A job belongs to exactly

@@ -2,7 +2,7 @@
 
 package embed
 
-// Review 25: attacks on the session runner thread (pkg/onnxrt/thread.go)
+// Attacks on the session runner thread (pkg/onnxrt/thread.go)
 // and on how pkg/embed uses it (pkg/embed/onnx.go).
 
 import (
@@ -27,7 +27,7 @@ import (
 	ort "github.com/yalue/onnxruntime_go"
 )
 
-func r25Close(t *testing.T, a, b []float32) {
+func closeEnough(t *testing.T, a, b []float32) {
 	t.Helper()
 	if len(a) != len(b) {
 		t.Fatalf("lengths %d and %d", len(a), len(b))
@@ -39,7 +39,7 @@ func r25Close(t *testing.T, a, b []float32) {
 	}
 }
 
-func r25Count(t *testing.T, dir string) int {
+func countEntries(t *testing.T, dir string) int {
 	t.Helper()
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -48,11 +48,11 @@ func r25Count(t *testing.T, dir string) int {
 	return len(ents)
 }
 
-// TestReview25NoThreadOrFDLeak: opening and closing embedders (each with a
+// TestNoThreadOrFDLeak: opening and closing embedders (each with a
 // runner thread, a pipe, and ONNX Runtime's own workers) leaves no thread
 // or file descriptor behind; an open embedder holds exactly one more
 // thread than in-call mode would (the runner), and two more fds.
-func TestReview25NoThreadOrFDLeak(t *testing.T) {
+func TestNoThreadOrFDLeak(t *testing.T) {
 	// Warm up: the first embedder loads the library and the global env.
 	w := newTestEmbedder(t, Config{})
 	if _, err := w.Embed(context.Background(), []string{"warm"}); err != nil {
@@ -63,7 +63,7 @@ func TestReview25NoThreadOrFDLeak(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	settle()
-	fd0, task0 := r25Count(t, "/proc/self/fd"), r25Count(t, "/proc/self/task")
+	fd0, task0 := countEntries(t, "/proc/self/fd"), countEntries(t, "/proc/self/task")
 	const n = 12
 	for i := range n {
 		e, err := New(Config{LibraryPath: needRuntime(t), ModelDir: fixtureDir(t)}, nil)
@@ -74,7 +74,7 @@ func TestReview25NoThreadOrFDLeak(t *testing.T) {
 			t.Fatal("no runner thread")
 		}
 		if i == 0 {
-			fd1, task1 := r25Count(t, "/proc/self/fd"), r25Count(t, "/proc/self/task")
+			fd1, task1 := countEntries(t, "/proc/self/fd"), countEntries(t, "/proc/self/task")
 			t.Logf("one open embedder: fds %d -> %d, threads %d -> %d", fd0, fd1, task0, task1)
 		}
 		if _, err := e.Embed(context.Background(), corpus()); err != nil {
@@ -85,7 +85,7 @@ func TestReview25NoThreadOrFDLeak(t *testing.T) {
 		}
 	}
 	settle()
-	fd2, task2 := r25Count(t, "/proc/self/fd"), r25Count(t, "/proc/self/task")
+	fd2, task2 := countEntries(t, "/proc/self/fd"), countEntries(t, "/proc/self/task")
 	t.Logf("after %d embedders: fds %d -> %d, threads %d -> %d", n, fd0, fd2, task0, task2)
 	if fd2 > fd0 {
 		t.Errorf("%d fds leaked over %d embedders", fd2-fd0, n)
@@ -96,11 +96,11 @@ func TestReview25NoThreadOrFDLeak(t *testing.T) {
 	}
 }
 
-// TestReview25CloseWhileEmbedding: Embedder.Close while Embeds are in
+// TestCloseWhileEmbedding: Embedder.Close while Embeds are in
 // flight on the runner (some with contexts that get cancelled) waits for
 // them, and every Embed either finishes with the right vectors, returns
 // the context's error, or ErrClosed. Never anything else, no hang.
-func TestReview25CloseWhileEmbedding(t *testing.T) {
+func TestCloseWhileEmbedding(t *testing.T) {
 	ref := newTestEmbedder(t, Config{})
 	texts := corpus()
 	want, err := ref.Embed(context.Background(), texts)
@@ -121,7 +121,7 @@ func TestReview25CloseWhileEmbedding(t *testing.T) {
 				switch {
 				case err == nil:
 					for i := range got {
-						r25Close(t, got[i], want[i])
+						closeEnough(t, got[i], want[i])
 					}
 				case errors.Is(err, context.Canceled), errors.Is(err, ErrClosed):
 				default:
@@ -153,10 +153,10 @@ func TestReview25CloseWhileEmbedding(t *testing.T) {
 	}
 }
 
-// TestReview25CancelStorm: cancelling at random points, again and again,
+// TestCancelStorm: cancelling at random points, again and again,
 // never gives an error other than the context's, never poisons the next
 // run (ORT's terminate flag is per RunOptions), and leaks no value.
-func TestReview25CancelStorm(t *testing.T) {
+func TestCancelStorm(t *testing.T) {
 	e := newTestEmbedder(t, Config{})
 	probe := []string{"after the storm"}
 	want, err := e.Embed(context.Background(), probe)
@@ -180,7 +180,7 @@ func TestReview25CancelStorm(t *testing.T) {
 		if err != nil {
 			t.Fatalf("run %d: the next Embed: %v", i, err)
 		}
-		r25Close(t, got[0], want[0])
+		closeEnough(t, got[0], want[0])
 		// A context that is already over: no run at all.
 		ctx, cancel = context.WithCancel(context.Background())
 		cancel()
@@ -194,10 +194,10 @@ func TestReview25CancelStorm(t *testing.T) {
 	}
 }
 
-// TestReview25GCDuringRuns: the runner's C thread reads and writes Go
+// TestGCDuringRuns: the runner's C thread reads and writes Go
 // slices while the caller is parked; collections (and stack shrinking of
 // the parked goroutine) during the runs must not change the results.
-func TestReview25GCDuringRuns(t *testing.T) {
+func TestGCDuringRuns(t *testing.T) {
 	e := newTestEmbedder(t, Config{})
 	texts := corpus()
 	want, err := e.Embed(context.Background(), texts)
@@ -228,7 +228,7 @@ func TestReview25GCDuringRuns(t *testing.T) {
 					return
 				}
 				for k := range sub {
-					r25Close(t, got[k], want[k+(g+i)%5])
+					closeEnough(t, got[k], want[k+(g+i)%5])
 				}
 			}
 		})
@@ -238,10 +238,10 @@ func TestReview25GCDuringRuns(t *testing.T) {
 	gc.Wait()
 }
 
-// TestReview25RunnerAbuse: the runner's edges. Close racing Runs from
+// TestRunnerAbuse: the runner's edges. Close racing Runs from
 // several goroutines (with RunOptions that get terminated), Close twice,
 // Run after Close, values destroyed before Run, typed-nil outputs.
-func TestReview25RunnerAbuse(t *testing.T) {
+func TestRunnerAbuse(t *testing.T) {
 	e := newTestEmbedder(t, Config{})
 	ins, out := runnerInputs(t, e)
 	r, err := onnxrt.NewThreadRunner(e.session.DynamicAdvancedSession)
@@ -267,7 +267,7 @@ func TestReview25RunnerAbuse(t *testing.T) {
 		if err := r.Run(ins, []ort.Value{out}, opts); err != nil {
 			t.Errorf("after UnsetTerminate: %v", err)
 		}
-		r25Close(t, out.GetData(), ref)
+		closeEnough(t, out.GetData(), ref)
 	})
 
 	t.Run("destroyed RunOptions", func(t *testing.T) {
@@ -375,24 +375,24 @@ func TestReview25RunnerAbuse(t *testing.T) {
 	}
 }
 
-// TestReview25RunAfterSessionDestroyed: the runner copies the session's C
+// TestRunAfterSessionDestroyed: the runner copies the session's C
 // pointers (session, input and output names) once, in NewThreadRunner,
 // and never looks again. A session destroyed before its runner is closed
 // (DynamicAdvancedSession.Destroy is promoted through embed's session
 // struct, and onnxrt.ThreadRunner is an exported API) leaves the runner
 // calling ONNX Runtime with a freed session and freed names: a use after
 // free, instead of an error. Run in a child process, as it may crash.
-func TestReview25RunAfterSessionDestroyed(t *testing.T) {
-	if os.Getenv("AGENT_REVIEW25_CHILD") == "1" {
-		r25Child(t)
+func TestRunAfterSessionDestroyed(t *testing.T) {
+	if os.Getenv("AGENT_DESTROYED_SESSION_CHILD") == "1" {
+		runDestroyedSessionChild(t)
 		return
 	}
 	needRuntime(t)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestReview25RunAfterSessionDestroyed$", "-test.v", "-test.count=1")
-	cmd.Env = append(os.Environ(), "AGENT_REVIEW25_CHILD=1")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestRunAfterSessionDestroyed$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), "AGENT_DESTROYED_SESSION_CHILD=1")
 	out, err := cmd.CombinedOutput()
 	s := string(out)
-	if i := strings.Index(s, "REVIEW25:"); i >= 0 {
+	if i := strings.Index(s, "DESTROYED_SESSION:"); i >= 0 {
 		t.Logf("child: %s", strings.SplitN(s[i:], "\n", 2)[0])
 	}
 	if err != nil {
@@ -402,17 +402,17 @@ func TestReview25RunAfterSessionDestroyed(t *testing.T) {
 		}
 		t.Fatalf("the child died running a destroyed session through its runner: %v\n%s", err, tail)
 	}
-	if !strings.Contains(s, "REVIEW25: refused") {
+	if !strings.Contains(s, "DESTROYED_SESSION: refused") {
 		t.Fatalf("Run on a runner whose session was destroyed did not return an error:\n%s", s)
 	}
 	// An error that ONNX Runtime gave means it was called with the freed
 	// session (the names it complains about are freed memory).
-	if strings.Contains(s, "REVIEW25: refused: onnxrt: run:") {
+	if strings.Contains(s, "DESTROYED_SESSION: refused: onnxrt: run:") {
 		t.Fatalf("the runner called ONNX Runtime with a destroyed session and freed names (use after free); it should refuse before the call")
 	}
 }
 
-func r25Child(t *testing.T) {
+func runDestroyedSessionChild(t *testing.T) {
 	e := newTestEmbedder(t, Config{})
 	ins, out := runnerInputs(t, e)
 	r, err := onnxrt.NewThreadRunner(e.session.DynamicAdvancedSession)
@@ -431,20 +431,20 @@ func r25Child(t *testing.T) {
 	e.closed = true // its Close must not destroy the session again
 	err = r.Run(ins, []ort.Value{out}, nil)
 	if err != nil {
-		fmt.Printf("REVIEW25: refused: %v\n", err)
+		fmt.Printf("DESTROYED_SESSION: refused: %v\n", err)
 	} else {
-		fmt.Printf("REVIEW25: ran on a destroyed session without an error\n")
+		fmt.Printf("DESTROYED_SESSION: ran on a destroyed session without an error\n")
 	}
 	r.Close()
 }
 
-// TestReview25ORTErrorOnThread: an input the model cannot take (a text
+// TestORTErrorOnThread: an input the model cannot take (a text
 // longer than its position table, reachable with a MaxTokens set above
 // the model's limit, as a hostile long text then triggers) fails inside
 // ONNX Runtime on the runner's thread: the error must come back as an
 // error, the same way as in a cgo call, and the session must stay usable.
 // Empty batches and empty texts still work.
-func TestReview25ORTErrorOnThread(t *testing.T) {
+func TestORTErrorOnThread(t *testing.T) {
 	onThread := newTestEmbedder(t, Config{MaxTokens: 2048})
 	inCall := newTestEmbedder(t, Config{MaxTokens: 2048})
 	cgoOnly(t, inCall)
@@ -472,7 +472,7 @@ func TestReview25ORTErrorOnThread(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range want {
-		r25Close(t, got[i], want[i])
+		closeEnough(t, got[i], want[i])
 	}
 	if out, err := onThread.Embed(context.Background(), nil); err != nil || len(out) != 0 {
 		t.Errorf("empty batch: %v %v", out, err)
@@ -482,10 +482,10 @@ func TestReview25ORTErrorOnThread(t *testing.T) {
 	}
 }
 
-// TestReview25RunnerWrongShapes: inputs whose shapes disagree with each
+// TestRunnerWrongShapes: inputs whose shapes disagree with each
 // other or with the output reach ONNX Runtime on the thread and come back
 // as its error; the runner keeps working.
-func TestReview25RunnerWrongShapes(t *testing.T) {
+func TestRunnerWrongShapes(t *testing.T) {
 	e := newTestEmbedder(t, Config{})
 	ins, out := runnerInputs(t, e)
 	r, err := onnxrt.NewThreadRunner(e.session.DynamicAdvancedSession)
@@ -520,8 +520,8 @@ func TestReview25RunnerWrongShapes(t *testing.T) {
 	}
 }
 
-// r25Switches reads every thread's voluntary context switches.
-func r25Switches(t *testing.T) map[string]int {
+// threadSwitches reads every thread's voluntary context switches.
+func threadSwitches(t *testing.T) map[string]int {
 	t.Helper()
 	out := map[string]int{}
 	ents, err := os.ReadDir("/proc/self/task")
@@ -544,17 +544,17 @@ func r25Switches(t *testing.T) map[string]int {
 	return out
 }
 
-// TestReview25SysmonClaim measures the file comment's mechanism on the
+// TestSysmonClaim measures the file comment's mechanism on the
 // bge-small shape: per thread, the voluntary context switches an
 // embedding (sysmon sleeps with usleep, so each of its wakes is one), in a
 // cgo call and on the runner's thread. It reports what it sees and fails
 // only when the runner path is slower by more than a quarter. Measured on
-// the review box (2 cores, under load): sysmon (the process's second
+// a box with 2 cores, under load: sysmon (the process's second
 // thread) woke 19-22 times an embedding in a cgo call, 4.5-7.5 times with
 // the runner.
-func TestReview25SysmonClaim(t *testing.T) {
-	if os.Getenv("AGENT_REVIEW25_MEASURE") != "1" {
-		t.Skip("a measurement (noisy on a loaded box): set AGENT_REVIEW25_MEASURE=1")
+func TestSysmonClaim(t *testing.T) {
+	if os.Getenv("AGENT_SYSMON_MEASURE") != "1" {
+		t.Skip("a measurement (noisy on a loaded box): set AGENT_SYSMON_MEASURE=1")
 	}
 	dir := filepath.Join(repoRoot(t), "testdata", "models", "bge-small-random")
 	if err := embedtest.EnsureBGESmall(dir); err != nil {
@@ -567,7 +567,7 @@ func TestReview25SysmonClaim(t *testing.T) {
 			e.Embed(context.Background(), texts)
 		}
 		const n = 150
-		before := r25Switches(t)
+		before := threadSwitches(t)
 		start := time.Now()
 		for range n {
 			if _, err := e.Embed(context.Background(), texts); err != nil {
@@ -575,7 +575,7 @@ func TestReview25SysmonClaim(t *testing.T) {
 			}
 		}
 		el := time.Since(start)
-		after := r25Switches(t)
+		after := threadSwitches(t)
 		var d []string
 		for id, v := range after {
 			if x := v - before[id]; x > n/10 {

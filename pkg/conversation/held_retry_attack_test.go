@@ -15,13 +15,13 @@ import (
 	"agent/pkg/store"
 )
 
-// review19LLM answers unless fail says the request must fail (an outage).
-type review19LLM struct {
+// outageLLM answers unless fail says the request must fail (an outage).
+type outageLLM struct {
 	mu   sync.Mutex
 	fail func(last string) bool
 }
 
-func (f *review19LLM) Chat(_ context.Context, req llm.Request) (llm.Response, error) {
+func (f *outageLLM) Chat(_ context.Context, req llm.Request) (llm.Response, error) {
 	last := ""
 	for _, m := range req.Messages {
 		if m.Role == llm.RoleUser {
@@ -37,7 +37,7 @@ func (f *review19LLM) Chat(_ context.Context, req llm.Request) (llm.Response, er
 	return llm.Response{Message: llm.Message{Role: llm.RoleAssistant, Content: "answer to " + last}, FinishReason: llm.FinishStop}, nil
 }
 
-func (f *review19LLM) Stream(ctx context.Context, req llm.Request, _ func(llm.Delta) error) (llm.Response, error) {
+func (f *outageLLM) Stream(ctx context.Context, req llm.Request, _ func(llm.Delta) error) (llm.Response, error) {
 	return f.Chat(ctx, req)
 }
 
@@ -47,7 +47,7 @@ func (f *review19LLM) Stream(ctx context.Context, req llm.Request, _ func(llm.De
 // learns the session it went to: each retry stores the message once more.
 // An outage of an hour at the 1-minute pause stores it ~60 times in the
 // conversation (and sends all copies to the model afterwards).
-func TestReview19HeldBehindTurnStoredOnEveryRetry(t *testing.T) {
+func TestHeldBehindTurnStoredOnEveryRetry(t *testing.T) {
 	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), store.FileName), nil, store.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -56,7 +56,7 @@ func TestReview19HeldBehindTurnStoredOnEveryRetry(t *testing.T) {
 	sessions := session.New(st.DB(), nil)
 	down := true
 	secondTries := 0
-	fake := &review19LLM{}
+	fake := &outageLLM{}
 	fake.fail = func(last string) bool {
 		if down {
 			return true
@@ -124,7 +124,7 @@ func TestReview19HeldBehindTurnStoredOnEveryRetry(t *testing.T) {
 // task's replies, so HeldText never reaches the owner. The owner's own
 // messages afterwards are held behind it silently: no answer, no notice,
 // until the service is back (the wecom app channel has no "Kept" note).
-func TestReview19HeldTaskSilencesTheOwnersOwnMessages(t *testing.T) {
+func TestHeldTaskSilencesTheOwnersOwnMessages(t *testing.T) {
 	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), store.FileName), nil, store.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,6 @@
 package websearch
 
-// Second outsider review of web_search: routing a user would notice,
+// web_search: routing a user would notice,
 // what reaches the model's tool output, and what the GitHub token opens.
 // Failing tests are findings; the rest record what held.
 
@@ -25,7 +25,7 @@ import (
 // separator and a bidi override into Result.Source and into the tool
 // output, which the package promises are cleaned of control and format
 // characters.
-func TestReview2SourceFallbackIsCleaned(t *testing.T) {
+func TestSourceFallbackIsCleaned(t *testing.T) {
 	f := newFixture(t, nil)
 	f.fake.Handle(config.EngineSearXNG, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -48,7 +48,7 @@ func TestReview2SourceFallbackIsCleaned(t *testing.T) {
 
 // HELD: titles and snippets cannot start a line of their own in the
 // tool output (no fake result entries, no fake footer).
-func TestReview2ResultsStayOnTheirLines(t *testing.T) {
+func TestResultsStayOnTheirLines(t *testing.T) {
 	f := newFixture(t, nil)
 	f.fake.Handle(config.EngineSearXNG, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -77,7 +77,7 @@ func TestReview2ResultsStayOnTheirLines(t *testing.T) {
 // any colleague who can talk to the agent searches what the token can
 // read: "is:private", "org:" and "repo:" qualifiers reach private
 // repositories, issues and code fragments of the operator's account.
-func TestReview2GitHubTokenDoesNotOpenPrivateRepos(t *testing.T) {
+func TestGitHubTokenDoesNotOpenPrivateRepos(t *testing.T) {
 	f := newFixture(t, nil)
 	for _, q := range []string{
 		"deploy password code in repo:acme/infra",
@@ -114,7 +114,7 @@ func TestReview2GitHubTokenDoesNotOpenPrivateRepos(t *testing.T) {
 // formula error, a WPS error, the repo rate, a parcel's delivery error.
 // GitHub answers them with repositories or issues (so there is no
 // fallback) and the user gets code-host hits instead of the web.
-func TestReview2OfficeQuestionsGoToTheWeb(t *testing.T) {
+func TestOfficeQuestionsGoToTheWeb(t *testing.T) {
 	for _, q := range []string{
 		"Excel VLOOKUP function returns an error",
 		"WPS表格函数报错怎么办",
@@ -137,7 +137,7 @@ func TestReview2OfficeQuestionsGoToTheWeb(t *testing.T) {
 }
 
 // HELD: routing that should go to GitHub and the Hub still does.
-func TestReview2CodeAndModelQuestionsStillRoute(t *testing.T) {
+func TestCodeAndModelQuestionsStillRoute(t *testing.T) {
 	for q, want := range map[string]topic{
 		"github repo for pdf parsing in golang": topicCode,
 		"qwen 7b gguf":                          topicML,
@@ -151,7 +151,7 @@ func TestReview2CodeAndModelQuestionsStillRoute(t *testing.T) {
 }
 
 // HELD: the tool refuses what it should, before any engine is asked.
-func TestReview2ToolArguments(t *testing.T) {
+func TestToolArguments(t *testing.T) {
 	f := newFixture(t, nil)
 	tool := f.r.Tool()
 	for _, args := range []string{
@@ -179,7 +179,7 @@ func TestReview2ToolArguments(t *testing.T) {
 
 // HELD: an engine that rate-limits is skipped for every caller until its
 // Retry-After passes, and the skip says so; the next engine answers.
-func TestReview2CooldownIsReportedNotSilent(t *testing.T) {
+func TestCooldownIsReportedNotSilent(t *testing.T) {
 	f := newFixture(t, func(w *config.Web) { w.Engines = []string{config.EngineSearXNG, config.EngineTavily} })
 	f.fake.Fail(config.EngineSearXNG, webtest.FailRateLimit)
 	if _, err := f.search(t, Web, "news", 3); err != nil {

@@ -14,7 +14,7 @@ import (
 // 21"; "turn off the kitchen light" runs lights{on}. (Similarities with the
 // test model: 0.994 and 0.981, over the 0.98 used here and the 0.95
 // default.)
-func TestReview19HitIgnoresWhatTheUtteranceAsks(t *testing.T) {
+func TestHitIgnoresWhatTheUtteranceAsks(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()
 	r.kinds["set_temp"] = Idempotent
@@ -41,7 +41,7 @@ func TestReview19HitIgnoresWhatTheUtteranceAsks(t *testing.T) {
 // stops talking, and device names are whatever each hello says, so the
 // table grows without bound (200 live rows per name, expired ones never
 // deleted).
-func TestReview19ExpiredEntriesOfOtherDevicesNeverDeleted(t *testing.T) {
+func TestExpiredEntriesOfOtherDevicesNeverDeleted(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()
 	for i := range 5 {

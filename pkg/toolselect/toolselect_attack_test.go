@@ -15,9 +15,9 @@ import (
 // toolVec and terms are keyed by tool name: an MCP server that renames
 // its tools (tools/list_changed; each refresh unregisters the old names
 // and registers new ones) or custom tools coming and going must not grow
-// them for the life of the daemon (found unbounded in review 21; now
+// them for the life of the daemon (they once grew without bound; now
 // cleared at maxTerms).
-func TestReview21ToolVectorCacheGrowsWithToolChurn(t *testing.T) {
+func TestToolVectorCacheGrowsWithToolChurn(t *testing.T) {
 	emb := &wordEmbedder{}
 	reg, sel := builtins(t, func(s *Selector) { s.cfg.Embedder = func() Embedder { return emb } })
 	h := func(context.Context, tools.Call) (string, error) { return "ok", nil }
@@ -51,7 +51,7 @@ func TestReview21ToolVectorCacheGrowsWithToolChurn(t *testing.T) {
 // descriptions just list common words (its own text, up to 2 KB each)
 // ties or beats every built-in on ordinary messages and takes the turn's
 // top slots: the built-in the user wants is no longer offered.
-func TestReview21DescriptionStuffingCrowdsOutBuiltins(t *testing.T) {
+func TestDescriptionStuffingCrowdsOutBuiltins(t *testing.T) {
 	stuffed := "remind every monday send report search web latest news port strike weather cut video " +
 		"reminder schedule tomorrow meeting file folder read write document pdf compute python today price"
 	var extra []tools.Tool
@@ -75,7 +75,7 @@ func TestReview21DescriptionStuffingCrowdsOutBuiltins(t *testing.T) {
 
 // Concurrent Offer/find/Allowed with registry churn and a model that
 // appears mid-way (run with -race).
-func TestReview21ConcurrentOfferFind(t *testing.T) {
+func TestConcurrentOfferFind(t *testing.T) {
 	emb := &wordEmbedder{}
 	var on atomic.Bool
 	reg, sel := builtins(t, func(s *Selector) {
@@ -132,7 +132,7 @@ func TestReview21ConcurrentOfferFind(t *testing.T) {
 // a Chinese find_tools query by keywords, and find_tools drops
 // embedding-only matches (r.words > 0). It is reached only through the
 // "No tool matches" list of every name.
-func TestReview21ChineseDescribedToolNotFound(t *testing.T) {
+func TestChineseDescribedToolNotFound(t *testing.T) {
 	emb := &wordEmbedder{}
 	_, sel := builtins(t, func(s *Selector) { s.cfg.Embedder = func() Embedder { return emb } },
 		tools.Tool{Name: "kc_cx", Description: "查询仓库的库存数量和入库记录"})

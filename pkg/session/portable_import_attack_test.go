@@ -11,7 +11,7 @@ import (
 // long-term facts) does not move: every imported session starts at 0, so
 // the new box's compressor sends the user's whole history to the LLM again
 // and stores its facts a second time (the facts themselves moved too).
-func TestReview22ImportKeepsMemorySeq(t *testing.T) {
+func TestImportKeepsMemorySeq(t *testing.T) {
 	ctx := context.Background()
 	src, _ := newStore(t)
 	key := must(P2P("wecom", "bob"))
@@ -43,7 +43,7 @@ func TestReview22ImportKeepsMemorySeq(t *testing.T) {
 // A move whose import is repeated (the reply was lost, the move undone and
 // run again) doubles the sessions: unlike memory.Import, session Import is
 // not idempotent.
-func TestReview22ImportTwiceDoublesSessions(t *testing.T) {
+func TestImportTwiceDoublesSessions(t *testing.T) {
 	ctx := context.Background()
 	src, _ := newStore(t)
 	key := must(P2P("wecom", "bob"))
@@ -65,7 +65,7 @@ func TestReview22ImportTwiceDoublesSessions(t *testing.T) {
 // sets message_count to the number of messages: the next Append reuses a
 // sequence number that exists and fails, for good (the conversation of
 // that user is broken on the new box).
-func TestReview22ImportWithGappedSeqBreaksAppend(t *testing.T) {
+func TestImportWithGappedSeqBreaksAppend(t *testing.T) {
 	ctx := context.Background()
 	key := must(P2P("wecom", "bob"))
 	dst, _ := newStore(t)

@@ -16,7 +16,7 @@ import (
 // tools are given. ExportFiles writes such a tree, ImportFiles refuses
 // it: every move of that user fails (and is undone), so one `mkdir -p`
 // makes a user unmovable off a failing box.
-func TestReview24ExportWritesWhatImportRefuses(t *testing.T) {
+func TestExportWritesWhatImportRefuses(t *testing.T) {
 	for name, rel := range map[string]string{
 		"deep": strings.Repeat("d/", MaxDepth+2) + "f.txt",
 		"long": strings.Repeat(strings.Repeat("n", 60)+"/", 20) + "f.txt", // 20 levels, > MaxPath bytes
@@ -53,7 +53,7 @@ func TestReview24ExportWritesWhatImportRefuses(t *testing.T) {
 // the same files (or a move back to a box that still holds the user's
 // files: a purge that failed, a conversation rehomed with agentctl fleet
 // home) fails with ErrQuota although the folder would end no larger.
-func TestReview24ImportOverTheSameFilesCountsThemTwice(t *testing.T) {
+func TestImportOverTheSameFilesCountsThemTwice(t *testing.T) {
 	from, to := newRig(t, 0), newRig(t, 200_000)
 	dir, _ := from.s.UserDir("wecom:bob")
 	os.WriteFile(filepath.Join(dir, "report.pdf"), bytes.Repeat([]byte("p"), 120_000), 0o600)
@@ -77,7 +77,7 @@ func TestReview24ImportOverTheSameFilesCountsThemTwice(t *testing.T) {
 // the user on that box hangs behind it) and the fleet's per-conversation
 // ctl queue (the undo's purge waits behind it too). ExportFiles skips
 // FIFOs; ImportFiles does not look.
-func TestReview24ImportBlocksOnAPlantedFIFO(t *testing.T) {
+func TestImportBlocksOnAPlantedFIFO(t *testing.T) {
 	from, to := newRig(t, 0), newRig(t, 0)
 	src, _ := from.s.UserDir("wecom:bob")
 	os.WriteFile(filepath.Join(src, "notes.md"), []byte("notes"), 0o600)

@@ -16,7 +16,7 @@ import (
 // another width (slices.Insert of len(q) words at i*b.words: the rows
 // shift), and a search with the new model scans rows of the old width
 // against a shorter query: index out of range.
-func TestReview21ModelChangeMidSearchLeavesWrongWidthIndex(t *testing.T) {
+func TestModelChangeMidSearchLeavesWrongWidthIndex(t *testing.T) {
 	e1 := newVecs()
 	e1.dim = 768
 	s, _ := newMem(t, e1, Config{})
@@ -85,7 +85,7 @@ func TestReview21ModelChangeMidSearchLeavesWrongWidthIndex(t *testing.T) {
 // several scopes; afterwards each loaded index equals SQLite, and no
 // search ever returned another scope's fact or one forgotten before the
 // search began.
-func TestReview21ConcurrentWritesAndLoads(t *testing.T) {
+func TestConcurrentWritesAndLoads(t *testing.T) {
 	e := newVecs()
 	e.dim = 384
 	s, _ := newMem(t, e, Config{DedupThreshold: 0.9999})

@@ -9,22 +9,22 @@ import (
 	"agent/pkg/llm"
 )
 
-// review19Next records the request it is sent and answers with resp.
-type review19Next struct {
+// recordingNext records the request it is sent and answers with resp.
+type recordingNext struct {
 	got  llm.Request
 	resp llm.Response
 }
 
-func (n *review19Next) Chat(_ context.Context, req llm.Request) (llm.Response, error) {
+func (n *recordingNext) Chat(_ context.Context, req llm.Request) (llm.Response, error) {
 	n.got = req
 	return n.resp, nil
 }
 
-func (n *review19Next) Stream(ctx context.Context, req llm.Request, _ func(llm.Delta) error) (llm.Response, error) {
+func (n *recordingNext) Stream(ctx context.Context, req llm.Request, _ func(llm.Delta) error) (llm.Response, error) {
 	return n.Chat(ctx, req)
 }
 
-func review19Sent(t *testing.T, n *review19Next) string {
+func sentText(t *testing.T, n *recordingNext) string {
 	t.Helper()
 	var sb strings.Builder
 	for _, m := range n.got.Messages {
@@ -38,7 +38,7 @@ func review19Sent(t *testing.T, n *review19Next) string {
 // and Python's default ensure_ascii writes CJK as "\uXXXX": the value is
 // then glued to a letter or hex digit ('n', 'd') and not recognised, so
 // it goes to the model in the clear.
-func TestReview19ValuesInJSONToolResultsReachTheModel(t *testing.T) {
+func TestValuesInJSONToolResultsReachTheModel(t *testing.T) {
 	goJSON, _ := json.Marshal(map[string]string{"contacts": "张三\n13800138000\n李四\n" + idNum})
 	for name, result := range map[string]string{
 		"go json, newline before the value":         string(goJSON),
@@ -46,7 +46,7 @@ func TestReview19ValuesInJSONToolResultsReachTheModel(t *testing.T) {
 		"tab-separated row in JSON":                 `{"row":"card\t` + card + `"}`,
 	} {
 		t.Run(name, func(t *testing.T) {
-			n := &review19Next{resp: llm.Response{Message: llm.Message{Role: llm.RoleAssistant, Content: "ok"}}}
+			n := &recordingNext{resp: llm.Response{Message: llm.Message{Role: llm.RoleAssistant, Content: "ok"}}}
 			c := &Client{Next: n, Kinds: func() []Kind { return Kinds }}
 			_, err := c.Chat(context.Background(), llm.Request{Messages: []llm.Message{
 				{Role: llm.RoleUser, Content: "who are my contacts?"},
@@ -56,7 +56,7 @@ func TestReview19ValuesInJSONToolResultsReachTheModel(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			sent := review19Sent(t, n)
+			sent := sentText(t, n)
 			for _, v := range []string{"13800138000", idNum, card} {
 				if strings.Contains(sent, v) {
 					t.Errorf("%s went to the model in the clear: %s", v, sent)
@@ -70,9 +70,9 @@ func TestReview19ValuesInJSONToolResultsReachTheModel(t *testing.T) {
 // interface{} and encoded again: integers above 2^53 are rounded (an order
 // or message id becomes another one) and <, >, & become \u003c.. escapes.
 // The tool runs with arguments the model did not ask for.
-func TestReview19RestoringToolArgsRewritesOtherArguments(t *testing.T) {
+func TestRestoringToolArgsRewritesOtherArguments(t *testing.T) {
 	args := `{"to":"[PHONE_1]","order_id":9007199254740993,"note":"a<b & c"}`
-	n := &review19Next{resp: llm.Response{Message: llm.Message{Role: llm.RoleAssistant,
+	n := &recordingNext{resp: llm.Response{Message: llm.Message{Role: llm.RoleAssistant,
 		ToolCalls: []llm.ToolCall{{ID: "c1", Type: "function", Function: llm.FunctionCall{Name: "sms", Arguments: args}}}}}}
 	c := &Client{Next: n, Kinds: func() []Kind { return Kinds }}
 	resp, err := c.Chat(context.Background(), llm.Request{Messages: []llm.Message{
@@ -103,8 +103,8 @@ func TestReview19RestoringToolArgsRewritesOtherArguments(t *testing.T) {
 // file's) literal "[PHONE_1]" becomes, in the answer and in tool
 // arguments, the first phone number anywhere else in the request (here a
 // memory fact in the system prompt).
-func TestReview19LiteralPlaceholderAliasesAnotherValue(t *testing.T) {
-	n := &review19Next{resp: llm.Response{Message: llm.Message{Role: llm.RoleAssistant,
+func TestLiteralPlaceholderAliasesAnotherValue(t *testing.T) {
+	n := &recordingNext{resp: llm.Response{Message: llm.Message{Role: llm.RoleAssistant,
 		Content: "Your template says: Call [PHONE_1] for help."}}}
 	c := &Client{Next: n, Kinds: func() []Kind { return Kinds }}
 	resp, err := c.Chat(context.Background(), llm.Request{Messages: []llm.Message{

@@ -8,14 +8,14 @@ import (
 	"agent/pkg/wecom/aibottest"
 )
 
-// Review 2 attack: every non-zero errcode on the subscription is taken for
+// Every non-zero errcode on the subscription is taken for
 // wrong credentials (ErrRejected: state "rejected", the log says to check
 // bot_id and secret, and the next try is RejectedBackoff = 5 minutes
 // away). WeCom's transient answers (-1 "system busy", a rate limit) are
 // not a refusal of the bot's credentials: a 24/7 bot would go deaf for
 // five minutes after one hiccup. Only the credential errors should wait
 // that long; a transient one is retried on the normal backoff.
-func TestReview2TransientSubscriptionErrorIsRetriedSoon(t *testing.T) {
+func TestTransientSubscriptionErrorIsRetriedSoon(t *testing.T) {
 	srv := aibottest.New(t)
 	srv.Reject(-1, "system busy")
 	c, _ := start(t, srv, func(cfg *aibot.Config) { cfg.RejectedBackoff = time.Hour })

@@ -1,7 +1,7 @@
 package netguard
 
-// Second outsider review: the allow-rule semantics after the first
-// review's fixes. Failing tests are findings; the rest record what held.
+// The allow-rule semantics: how address, port, CIDR and name rules
+// combine. Failing tests are findings; the rest record what held.
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 // (a name rule never opens loopback). Yet a *.corp.lan name that
 // resolves to 127.0.0.1 reaches 127.0.0.1:PORT: addrAllowed is satisfied
 // by the address rule, portAllowed by the name rule, each on its own.
-func TestReview2RulesDoNotCombineAddressAndPort(t *testing.T) {
+func TestRulesDoNotCombineAddressAndPort(t *testing.T) {
 	srv := newServer(t, nil)
 	res := netguardtest.Resolver{"dash.corp.lan": {"127.0.0.1"}}
 	// Each rule alone refuses the fetch (the premise).
@@ -46,7 +46,7 @@ func TestReview2RulesDoNotCombineAddressAndPort(t *testing.T) {
 // HELD: before resolution a CIDR rule's port lets any name pass CheckURL,
 // but the dial decides: a public name on that port is still refused, and
 // so is a name resolving into another special range.
-func TestReview2CIDRPortBeforeResolutionIsDecidedAtDial(t *testing.T) {
+func TestCIDRPortBeforeResolutionIsDecidedAtDial(t *testing.T) {
 	srv := newServer(t, nil)
 	res := netguardtest.Resolver{"public.example": {"93.184.216.34"}, "box.example": {"127.0.0.1"}}
 	g := New(Config{Resolver: res, Allow: mustRules(t, "10.0.0.0/8:"+srv.port)})
@@ -73,7 +73,7 @@ func TestReview2CIDRPortBeforeResolutionIsDecidedAtDial(t *testing.T) {
 // HELD: ":PORT" opens the port on public addresses only, before and after
 // resolution, also for addresses an address rule allows on 80/443, and
 // for every IPv6 spelling of the box.
-func TestReview2PortOnlyRuleStaysPublic(t *testing.T) {
+func TestPortOnlyRuleStaysPublic(t *testing.T) {
 	srv := newServer(t, nil)
 	res := netguardtest.Resolver{"box.example": {"127.0.0.1"}, "mapped.example": {"::ffff:127.0.0.1"}, "lan.example": {"10.1.2.3"}}
 	g := New(Config{Resolver: res, Allow: mustRules(t, ":"+srv.port, "10.1.2.3")})
@@ -97,7 +97,7 @@ func TestReview2PortOnlyRuleStaysPublic(t *testing.T) {
 }
 
 // HELD: IPv6 brackets in rules, and mapped spellings, mean what they say.
-func TestReview2BracketRules(t *testing.T) {
+func TestBracketRules(t *testing.T) {
 	good := map[string]string{
 		"[::ffff:127.0.0.1]:8080": "127.0.0.1:8080",
 		"[fd00::/8]":              "fd00::/8",
@@ -125,7 +125,7 @@ func TestReview2BracketRules(t *testing.T) {
 
 // HELD: a redirect from an allowed LAN host to another port or address of
 // the box is checked at the hop and at the dial.
-func TestReview2RedirectFromAllowedHostToTheBox(t *testing.T) {
+func TestRedirectFromAllowedHostToTheBox(t *testing.T) {
 	box := newServer(t, nil)
 	lan := newServer(t, func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "http://127.0.0.1:"+box.port+"/", http.StatusFound)
@@ -141,11 +141,11 @@ func TestReview2RedirectFromAllowedHostToTheBox(t *testing.T) {
 
 // FINDING: a name rule opens carrier-grade NAT addresses, and Alibaba
 // Cloud's instance metadata service (RAM role credentials included) lives
-// at 100.100.100.200, inside 100.64.0.0/10. The first review closed
-// 169.254.169.254 and fd00:ec2::254 to name rules; a "*.corp.lan" name
+// at 100.100.100.200, inside 100.64.0.0/10. Name rules were already closed to
+// 169.254.169.254 and fd00:ec2::254; a "*.corp.lan" name
 // pointing at 100.100.100.200 still reaches ECS metadata, on the cloud
 // most likely to host an appliance for a Chinese office.
-func TestReview2NameRuleDoesNotOpenAlibabaMetadata(t *testing.T) {
+func TestNameRuleDoesNotOpenAlibabaMetadata(t *testing.T) {
 	// checkAddr is what DialContext applies to every resolved address; no
 	// packet is sent.
 	g := New(Config{Allow: mustRules(t, "*.corp.lan")})

@@ -1,7 +1,7 @@
 package customtool_test
 
 // Attacks on create_tool by a hostile non-owner, written as tests that
-// fail while the weakness is there (security review of the create_tool
+// fail while the weakness is there (a security pass over the create_tool
 // change). They reuse the fixture of customtool_test.go.
 
 import (

@@ -13,7 +13,7 @@ import (
 	"agent/pkg/llm"
 )
 
-// review21b: attacks on the session window cache.
+// Attacks on the session window cache.
 
 func rawOf(s *Store) *Store { return &Store{db: s.db, now: s.now} }
 
@@ -22,7 +22,7 @@ func rawOf(s *Store) *Store { return &Store{db: s.db, now: s.now} }
 // and the fill then stores the pre-Append rows: the cache lacks a
 // committed message until the next Append notices the gap. This replays
 // that interleaving step by step with the Store's own code.
-func TestReview21bStaleFillAfterConcurrentAppend(t *testing.T) {
+func TestStaleFillAfterConcurrentAppend(t *testing.T) {
 	s, _ := newStore(t)
 	ctx := context.Background()
 	k := must(P2P("wecom", "alice"))
@@ -56,7 +56,7 @@ func TestReview21bStaleFillAfterConcurrentAppend(t *testing.T) {
 
 // The same race with real goroutines: the entry is cold (as after an
 // eviction or a drop), one goroutine reads a Window, another Appends.
-func TestReview21bStaleFillRace(t *testing.T) {
+func TestStaleFillRace(t *testing.T) {
 	s, _ := newStore(t)
 	raw := rawOf(s)
 	ctx := context.Background()
@@ -91,7 +91,7 @@ func TestReview21bStaleFillRace(t *testing.T) {
 // runs in between closes that session and caches the new one; the late
 // setCurrent then puts the closed session back, and every later Current
 // answers it: every Append is ErrClosed until eviction or restart.
-func TestReview21bCurrentRacesReset(t *testing.T) {
+func TestCurrentRacesReset(t *testing.T) {
 	s, _ := newStore(t)
 	ctx := context.Background()
 	k := must(P2P("wecom", "alice"))
@@ -122,7 +122,7 @@ func TestReview21bCurrentRacesReset(t *testing.T) {
 }
 
 // With real goroutines.
-func TestReview21bCurrentResetRace(t *testing.T) {
+func TestCurrentResetRace(t *testing.T) {
 	s, _ := newStore(t)
 	raw := rawOf(s)
 	ctx := context.Background()
@@ -154,7 +154,7 @@ func TestReview21bCurrentResetRace(t *testing.T) {
 // the whole session, although the 40-message window a turn asks for
 // is far under the bound. Every turn then reads 96 rows and then n rows
 // again: the cache never serves it and costs an extra query.
-func TestReview21bToolHeavySessionNeverCached(t *testing.T) {
+func TestToolHeavySessionNeverCached(t *testing.T) {
 	s, _ := newStore(t)
 	ctx := context.Background()
 	k := must(P2P("voice", "panel"))
@@ -185,7 +185,7 @@ func TestReview21bToolHeavySessionNeverCached(t *testing.T) {
 
 // How much of TestCacheAgreesWithSQLite's checking the cache answers:
 // the same generator, counting windows the cache could answer.
-func TestReview21bAgreeTestCoverage(t *testing.T) {
+func TestAgreeTestCoverage(t *testing.T) {
 	s, clk := newStore(t)
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(1, 2))

@@ -16,7 +16,7 @@ import (
 // per-minute token limit: 429 on every try; a gateway 504s one long turn)
 // is retried forever at the head of the global queue: no other
 // conversation's held turn is ever run. There is no cap on tries or age.
-func TestReview19OneStuckTurnBlocksEveryConversation(t *testing.T) {
+func TestOneStuckTurnBlocksEveryConversation(t *testing.T) {
 	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), store.FileName), nil, store.Options{})
 	if err != nil {
 		t.Fatal(err)

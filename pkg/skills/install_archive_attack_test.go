@@ -1,6 +1,6 @@
 package skills_test
 
-// Review of the skills installer: archives as real tools make them.
+// The skills installer against archives as real tools make them.
 
 import (
 	"archive/tar"

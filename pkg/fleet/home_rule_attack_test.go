@@ -16,7 +16,7 @@ import (
 // default_home = "b", as the README's fleet would set it) says b, while b
 // (default_home unset: only the ingress's setting means anything) says the
 // ingress, a. Each acks the message as the other's: nobody answers it.
-func TestReview22BadHomeRuleDiffersPerBox(t *testing.T) {
+func TestBadHomeRuleDiffersPerBox(t *testing.T) {
 	srv := natstest.Start(t)
 	a := newBox(t, srv.URL(), "a", fleet.Config{Ingress: true, DefaultHome: "b"})
 	b := newBox(t, srv.URL(), "b", fleet.Config{})

@@ -18,7 +18,7 @@ import (
 // allows this for "the seconds between the snapshot and the old box's
 // purge"; it is the files' transfer, not seconds, and a move that is
 // then undone (the user never moved) double-fires too.
-func TestReview24JobSlotInsideTheMoveFiresTwice(t *testing.T) {
+func TestJobSlotInsideTheMoveFiresTwice(t *testing.T) {
 	for name, importFirst := range map[string]bool{
 		"slot after export, before import": false,
 		"slot after import, move undone":   true,

@@ -1,6 +1,6 @@
 package config
 
-// Second outsider review of [web]: values that pass validation and break
+// [web]: values that pass validation and break
 // at run time, and the handling of the new secrets. Failing tests are
 // findings; the rest record what held.
 
@@ -17,7 +17,7 @@ import (
 // search then fails with "answered HTML, not JSON". A token put there
 // (a SearXNG behind an authenticating proxy) is also shown unmasked by
 // Redacted, which masks only a URL's password.
-func TestReview2WebBaseURLWithQueryIsRefused(t *testing.T) {
+func TestWebBaseURLWithQueryIsRefused(t *testing.T) {
 	for _, key := range []string{"searxng_base_url", "tavily_base_url", "brave_base_url", "github_base_url", "huggingface_base_url"} {
 		text := "[web]\n" + key + " = \"https://engine.example/?token=s3cretT0ken\"\n"
 		cfg, _, _, err := parseText(t, text, nil)
@@ -33,7 +33,7 @@ func TestReview2WebBaseURLWithQueryIsRefused(t *testing.T) {
 // HELD: the new keys are secrets: masked by Redacted, listed by Secrets
 // (the log scrubber), read from *_file (trailing newline trimmed), and a
 // SearXNG password in its URL is masked too.
-func TestReview2WebSecrets(t *testing.T) {
+func TestWebSecrets(t *testing.T) {
 	dir := t.TempDir()
 	keyFile := filepath.Join(dir, "tavily.key")
 	if err := os.WriteFile(keyFile, []byte("tvly-FILEKEY0123456789\n"), 0o600); err != nil {
@@ -69,7 +69,7 @@ huggingface_api_key = "hf_INLINEHFTOKEN00000001"
 }
 
 // HELD: [web] values out of range or malformed are refused at load time.
-func TestReview2WebValidation(t *testing.T) {
+func TestWebValidation(t *testing.T) {
 	for _, text := range []string{
 		"[web]\nengines = [\"google\"]",
 		"[web]\nengines = [\"github\", \"github\"]",

@@ -2,7 +2,7 @@
 
 package embed
 
-// Review 26: attacks on the arena change (commit 0531347). Each test here
+// Attacks on the arena change (commit 0531347). Each test here
 // fails against that commit and shows one problem; see the comment above
 // each for what it shows.
 
@@ -17,9 +17,9 @@ import (
 	"agent/pkg/clock"
 )
 
-// review26WaitGoroutine polls the goroutine dump until some goroutine is
+// waitGoroutine polls the goroutine dump until some goroutine is
 // parked in state (the dump's "[state]" header) with fn on its stack.
-func review26WaitGoroutine(t *testing.T, fn, state string) {
+func waitGoroutine(t *testing.T, fn, state string) {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	buf := make([]byte, 1<<20)
@@ -37,9 +37,9 @@ func review26WaitGoroutine(t *testing.T, fn, state string) {
 	}
 }
 
-// review26SessionAlive reports whether the embedder's ONNX Runtime session
+// sessionAlive reports whether the embedder's ONNX Runtime session
 // has not been released yet (the binding nils ortSession on Destroy).
-func review26SessionAlive(e *Embedder) bool {
+func sessionAlive(e *Embedder) bool {
 	if e.session == nil || e.session.DynamicAdvancedSession == nil {
 		return false
 	}
@@ -61,7 +61,7 @@ func review26SessionAlive(e *Embedder) bool {
 // The window is made deterministic: the test holds runMu, so the idle
 // goroutine, its timer fired, is parked at runMu.Lock (onnx.go:298) past
 // its select on done, and the first Close waits for it in idle.Wait.
-func TestReview26SecondCloseReturnsBeforeRelease(t *testing.T) {
+func TestSecondCloseReturnsBeforeRelease(t *testing.T) {
 	clk := clock.NewFake(time.Time{})
 	e := bgeSmallWith(t, Config{Clock: clk})
 	if !e.arena {
@@ -81,7 +81,7 @@ func TestReview26SecondCloseReturnsBeforeRelease(t *testing.T) {
 		}
 	}()
 	clk.Advance(e.cfg.ArenaIdle)
-	review26WaitGoroutine(t, "shrinkWhenIdle", "sync.Mutex.Lock")
+	waitGoroutine(t, "shrinkWhenIdle", "sync.Mutex.Lock")
 
 	first := make(chan error, 1)
 	go func() { first <- e.Close() }()
@@ -107,7 +107,7 @@ func TestReview26SecondCloseReturnsBeforeRelease(t *testing.T) {
 		default:
 		}
 		t.Errorf("second Close returned (err %v) while the first is still in idle.Wait; session alive: %v (want Close to return only once the model is released)",
-			err, review26SessionAlive(e))
+			err, sessionAlive(e))
 	case <-time.After(2 * time.Second):
 		// The second Close waits for the first: as it should. (This wait
 		// bounds only how long a correct implementation takes to pass; the
@@ -123,7 +123,7 @@ func TestReview26SecondCloseReturnsBeforeRelease(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if review26SessionAlive(e) {
+	if sessionAlive(e) {
 		t.Error("session alive after both Close calls returned")
 	}
 	if n := e.live.Load(); n != 0 {
@@ -142,7 +142,7 @@ func TestReview26SecondCloseReturnsBeforeRelease(t *testing.T) {
 // The failure is forced by giving a session without a CPU arena the arena
 // flag: ONNX Runtime then refuses the shrink run ("Did not find an arena
 // based allocator ..."), as it would any other failing run.
-func TestReview26FailedShrinkCountsAsShrink(t *testing.T) {
+func TestFailedShrinkCountsAsShrink(t *testing.T) {
 	clk := clock.NewFake(time.Time{})
 	e := bgeSmallWith(t, Config{Clock: clk, noArena: true})
 	e.arena = true // the session has no arena: the shrink run must fail

@@ -114,7 +114,7 @@ func homeOf(t *testing.T, f *fleet.Fleet, conv string) (fleet.Home, bool) {
 // box c, which has nothing to do with the move, must go on answering its
 // own users. Every box's consumer waits on the moving conversation's new
 // message instead (head-of-line blocking across the whole fleet).
-func TestReview22MoveStallsUnrelatedBoxes(t *testing.T) {
+func TestMoveStallsUnrelatedBoxes(t *testing.T) {
 	srv := natstest.Start(t)
 	a := newBox(t, srv.URL(), "a", fleet.Config{Ingress: true})
 	b := newBox(t, srv.URL(), "b", fleet.Config{})
@@ -163,7 +163,7 @@ func TestReview22MoveStallsUnrelatedBoxes(t *testing.T) {
 // every later message of all their other users, until an operator notices
 // and runs `agentctl fleet home` (refused before staleAfter, 6 minutes).
 // Here the entry is already 7 minutes old, i.e. past staleAfter.
-func TestReview22StaleMovingEntryStallsInvolvedBoxes(t *testing.T) {
+func TestStaleMovingEntryStallsInvolvedBoxes(t *testing.T) {
 	srv := natstest.Start(t)
 	a := newBox(t, srv.URL(), "a", fleet.Config{Ingress: true})
 	b := newBox(t, srv.URL(), "b", fleet.Config{})
@@ -204,7 +204,7 @@ func TestReview22StaleMovingEntryStallsInvolvedBoxes(t *testing.T) {
 // another version) stops every box of the fleet for good: handle retries
 // the home read forever, and with MaxAckPending 1 nothing behind it is
 // delivered.
-func TestReview22CorruptHomeStallsTheFleet(t *testing.T) {
+func TestCorruptHomeStallsTheFleet(t *testing.T) {
 	srv := natstest.Start(t)
 	a := newBox(t, srv.URL(), "a", fleet.Config{Ingress: true})
 	a.start()
@@ -240,7 +240,7 @@ func TestReview22CorruptHomeStallsTheFleet(t *testing.T) {
 // then on c. The second switch must not make a's waiting messages b's
 // (b skipped them): refused until a has read them, or kept as a's. Every
 // message is answered exactly once in the end.
-func TestReview22SecondSetHomeLosesMessagesOfALaggingBox(t *testing.T) {
+func TestSecondSetHomeLosesMessagesOfALaggingBox(t *testing.T) {
 	srv := natstest.Start(t)
 	b := newBox(t, srv.URL(), "b", fleet.Config{Ingress: true, DefaultHome: "a"})
 	c := newBox(t, srv.URL(), "c", fleet.Config{})
@@ -282,7 +282,7 @@ func TestReview22SecondSetHomeLosesMessagesOfALaggingBox(t *testing.T) {
 
 // The same with Move: b is asked to settle, not a, whose messages before
 // the first switch would be reassigned to b by the second entry.
-func TestReview22MoveAfterSetHomeLosesMessagesOfALaggingBox(t *testing.T) {
+func TestMoveAfterSetHomeLosesMessagesOfALaggingBox(t *testing.T) {
 	srv := natstest.Start(t)
 	b := newBox(t, srv.URL(), "b", fleet.Config{Ingress: true, DefaultHome: "a"})
 	c := newBox(t, srv.URL(), "c", fleet.Config{})
@@ -327,7 +327,7 @@ func TestReview22MoveAfterSetHomeLosesMessagesOfALaggingBox(t *testing.T) {
 // consumer by hand does not help either: a missing consumer counts as
 // "not settled"). Every user rehomed off a dead box is pinned where it
 // landed.
-func TestReview22DeadBoxPinsUsersRehomedOffIt(t *testing.T) {
+func TestDeadBoxPinsUsersRehomedOffIt(t *testing.T) {
 	srv := natstest.Start(t)
 	b := newBox(t, srv.URL(), "b", fleet.Config{Ingress: true, DefaultHome: "a"})
 	c := newBox(t, srv.URL(), "c", fleet.Config{})
@@ -365,7 +365,7 @@ func TestReview22DeadBoxPinsUsersRehomedOffIt(t *testing.T) {
 // once both boxes have read past the previous switch (so the "one From
 // only" loss above plays no part): every message must be taken exactly
 // once overall.
-func TestReview22SetHomeRaceDuplicatesOrLoses(t *testing.T) {
+func TestSetHomeRaceDuplicatesOrLoses(t *testing.T) {
 	srv := natstest.Start(t)
 	a := newBox(t, srv.URL(), "a", fleet.Config{Ingress: true})
 	b := newBox(t, srv.URL(), "b", fleet.Config{})
@@ -443,7 +443,7 @@ func TestReview22SetHomeRaceDuplicatesOrLoses(t *testing.T) {
 // finishes the import, and nobody purges it. The user's memory and
 // sessions now live on two boxes; a later move back to b merges the stale
 // copy in (facts forgotten meanwhile come back, sessions are doubled).
-func TestReview22UndoAfterImportLeavesACopy(t *testing.T) {
+func TestUndoAfterImportLeavesACopy(t *testing.T) {
 	srv := natstest.Start(t)
 	a := newBox(t, srv.URL(), "a", fleet.Config{Ingress: true})
 	b := newBox(t, srv.URL(), "b", fleet.Config{})
@@ -474,7 +474,7 @@ func TestReview22UndoAfterImportLeavesACopy(t *testing.T) {
 
 // A configuration error in nats_url (one with a password) must not bring
 // the password into the error the daemon logs and shows on /healthz.
-func TestReview22NewErrorHidesPassword(t *testing.T) {
+func TestNewErrorHidesPassword(t *testing.T) {
 	for _, u := range []string{
 		"nats://agent:s3cret@bad host:4222",
 		"nats://agent:s3cret@10.0.0.5:4222/%zz",
@@ -495,7 +495,7 @@ func TestReview22NewErrorHidesPassword(t *testing.T) {
 // or its Build failed: the daemon runs on without the channel) still runs
 // the fleet's consumer and Terms every message homed on it: the users'
 // messages are destroyed, not kept until the channel is back.
-func TestReview22BoxWithoutChannelDestroysItsUsersMessages(t *testing.T) {
+func TestBoxWithoutChannelDestroysItsUsersMessages(t *testing.T) {
 	srv := natstest.Start(t)
 	a := newBox(t, srv.URL(), "a", fleet.Config{Ingress: true, DefaultHome: "b"})
 	b := newBox(t, srv.URL(), "b", fleet.Config{})
@@ -524,7 +524,7 @@ func TestReview22BoxWithoutChannelDestroysItsUsersMessages(t *testing.T) {
 // SetHome checks nothing about the box: a typo homes a user on a box that
 // never existed, and the user's messages wait in the stream unanswered
 // until MaxAge deletes them (Move refuses the same name).
-func TestReview22SetHomeOnABoxNeverSeen(t *testing.T) {
+func TestSetHomeOnABoxNeverSeen(t *testing.T) {
 	srv := natstest.Start(t)
 	a := newBox(t, srv.URL(), "a", fleet.Config{Ingress: true})
 	a.start()
@@ -542,7 +542,7 @@ func TestReview22SetHomeOnABoxNeverSeen(t *testing.T) {
 // retries forever, and nothing says so: Connected (the /healthz fleet
 // check and agent_fleet_connected) stays true while b's users are never
 // answered.
-func TestReview22ConsumerFailureIsInvisible(t *testing.T) {
+func TestConsumerFailureIsInvisible(t *testing.T) {
 	srv := natstest.Start(t)
 	a := newBox(t, srv.URL(), "a", fleet.Config{Ingress: true, DefaultHome: "b"})
 	b := newBox(t, srv.URL(), "b", fleet.Config{Replicas: 3})
@@ -564,7 +564,7 @@ func TestReview22ConsumerFailureIsInvisible(t *testing.T) {
 // sequence and writing the Moving entry: a message stored in it is taken
 // by the old box under the old entry and again by the new box after the
 // commit (seq >= Since), or skipped by both.
-func TestReview22MoveRaceDuplicatesOrLoses(t *testing.T) {
+func TestMoveRaceDuplicatesOrLoses(t *testing.T) {
 	srv := natstest.Start(t)
 	a := newBox(t, srv.URL(), "a", fleet.Config{Ingress: true})
 	b := newBox(t, srv.URL(), "b", fleet.Config{})
@@ -643,7 +643,7 @@ func TestReview22MoveRaceDuplicatesOrLoses(t *testing.T) {
 // deadline), and the ingress's Publish waits for that lock without looking
 // at its own context: a callback given 1 s (the handler gives 3 s, WeCom 5)
 // hangs for seconds past it.
-func TestReview22PublishWaitsPastItsDeadlineForSetup(t *testing.T) {
+func TestPublishWaitsPastItsDeadlineForSetup(t *testing.T) {
 	srv := natstest.Start(t)
 	url := srv.URL()
 	srv.Stop() // NATS down from the start
