@@ -199,7 +199,7 @@ func New(cfg *config.Config, d Deps) (_ *Assistant, err error) {
 	if err := a.Register(a.memory.Tools()...); err != nil {
 		return nil, err
 	}
-	lc := llm.FromConfig(cfg.LLM)
+	lc := llmConfig(cfg.LLM)
 	lc.Logger = d.Logger // the client adds component=llm
 	if d.Egress != nil {
 		lc.HTTPClient = &http.Client{Transport: d.Egress.Transport(egress.LLM)}

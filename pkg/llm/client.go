@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"agent/pkg/clock"
-	"agent/pkg/config"
 )
 
 // Defaults for Config and Options left zero.
@@ -35,8 +34,10 @@ const (
 	contentTypeEventStream = "text/event-stream"
 )
 
-// Config is the [llm] section plus what tests inject. Zero Timeout means
-// 60s; an empty BaseURL takes the provider's default.
+// Config is what a Client is made of: the endpoint, the model and its
+// limits (the composition root maps the [llm] section onto them, each
+// provider's default base_url filled in) plus what tests inject. BaseURL is
+// required; zero Timeout means 60s.
 type Config struct {
 	Provider   string
 	BaseURL    string
@@ -57,20 +58,6 @@ type Config struct {
 	Clock  clock.Clock
 	Rand   func() float64 // jitter in [0,1); nil: math/rand/v2
 	Logger *slog.Logger   // nil: discard
-}
-
-// FromConfig copies the [llm] section into a Config.
-func FromConfig(c config.LLM) Config {
-	return Config{
-		Provider:   c.Provider,
-		BaseURL:    c.BaseURL,
-		APIKey:     c.APIKey,
-		Model:      c.Model,
-		VoiceModel: c.VoiceModel,
-		Vision:     c.Vision,
-		MaxTokens:  c.MaxTokens,
-		Timeout:    c.Timeout.Duration,
-	}
 }
 
 // RetryPolicy bounds retries of 429, 5xx and network failures. Zero fields
@@ -124,9 +111,6 @@ func New(cfg Config, opts ...Option) (*Client, error) {
 		return nil, fmt.Errorf("llm: unknown provider %q (want openai, deepseek, dashscope, ollama, vllm or custom)", cfg.Provider)
 	}
 	base := cfg.BaseURL
-	if base == "" {
-		base, _ = config.DefaultBaseURL(cfg.Provider)
-	}
 	if base == "" {
 		return nil, fmt.Errorf("llm: provider %q needs a base_url", cfg.Provider)
 	}

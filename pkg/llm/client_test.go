@@ -9,13 +9,12 @@ import (
 	"time"
 
 	"agent/pkg/clock"
-	"agent/pkg/config"
 	"agent/pkg/llm/llmtest"
 )
 
 func TestChatPlainReply(t *testing.T) {
 	f := newFakeServer(t, body(completion("Hello there.", "stop", "")))
-	c := newTestClient(t, config.ProviderOpenAI, f, newFakeClock(t), nil)
+	c := newTestClient(t, "openai", f, newFakeClock(t), nil)
 
 	resp, err := c.Chat(context.Background(), Request{Messages: userMsg("hi")})
 	if err != nil {
@@ -85,7 +84,7 @@ func TestChatToolCalls(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFakeServer(t, body(completion("", tt.finish, tt.calls)))
-			c := newTestClient(t, config.ProviderOpenAI, f, newFakeClock(t), nil)
+			c := newTestClient(t, "openai", f, newFakeClock(t), nil)
 			tools := []Tool{{Function: FunctionSpec{Name: "get_weather", Parameters: []byte(`{"type":"object"}`)}}}
 			resp, err := c.Chat(context.Background(), Request{Messages: userMsg("weather?"), Tools: tools})
 			if err != nil {
@@ -112,13 +111,13 @@ func TestToolChoice(t *testing.T) {
 		tools            []Tool
 		want             string // JSON of tool_choice, "" for absent
 	}{
-		{config.ProviderOpenAI, "required", tools, `"required"`},
-		{config.ProviderOpenAI, "f", tools, `{"function":{"name":"f"},"type":"function"}`},
-		{config.ProviderOpenAI, "auto", nil, ""}, // no tools: never sent
-		{config.ProviderOpenAI, "", tools, ""},
-		{config.ProviderOllama, "required", tools, ""},
-		{config.ProviderOllama, "f", tools, ""},
-		{config.ProviderDashScope, "auto", tools, `"auto"`},
+		{"openai", "required", tools, `"required"`},
+		{"openai", "f", tools, `{"function":{"name":"f"},"type":"function"}`},
+		{"openai", "auto", nil, ""}, // no tools: never sent
+		{"openai", "", tools, ""},
+		{"ollama", "required", tools, ""},
+		{"ollama", "f", tools, ""},
+		{"dashscope", "auto", tools, `"auto"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.provider+"/"+tt.choice, func(t *testing.T) {
@@ -149,7 +148,7 @@ func TestVisionParts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		f := newFakeServer(t, body(completion("a logo", "stop", "")))
-		c := newTestClient(t, config.ProviderOpenAI, f, newFakeClock(t), func(c *Config) { c.Vision = tt.vision })
+		c := newTestClient(t, "openai", f, newFakeClock(t), func(c *Config) { c.Vision = tt.vision })
 		if _, err := c.Chat(context.Background(), Request{Messages: []Message{msg}}); err != nil {
 			t.Fatalf("Chat: %v", err)
 		}
@@ -175,7 +174,7 @@ func TestReasoningRoundTrip(t *testing.T) {
 	for _, tt := range []struct {
 		provider string
 		wantSent bool
-	}{{config.ProviderDeepSeek, true}, {config.ProviderOpenAI, false}, {config.ProviderOllama, false}} {
+	}{{"deepseek", true}, {"openai", false}, {"ollama", false}} {
 		t.Run(tt.provider, func(t *testing.T) {
 			f := newFakeServer(t, llmtest.Events(stream...), body(completion("It is noon.", "stop", "")))
 			c := newTestClient(t, tt.provider, f, newFakeClock(t), nil)
@@ -209,7 +208,7 @@ func TestReasoningRoundTrip(t *testing.T) {
 func TestReasoningField(t *testing.T) {
 	// Ollama and OpenRouter call it "reasoning".
 	f := newFakeServer(t, body(`{"choices":[{"message":{"role":"assistant","content":"4","reasoning":"2+2"},"finish_reason":"stop"}]}`))
-	c := newTestClient(t, config.ProviderOllama, f, newFakeClock(t), nil)
+	c := newTestClient(t, "ollama", f, newFakeClock(t), nil)
 	resp, err := c.Chat(context.Background(), Request{Messages: userMsg("2+2")})
 	if err != nil {
 		t.Fatalf("Chat: %v", err)
@@ -303,7 +302,7 @@ func TestRetries(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFakeServer(t, tt.script...)
 			clk := newFakeClock(t)
-			c := newTestClient(t, config.ProviderOpenAI, f, clk, nil)
+			c := newTestClient(t, "openai", f, clk, nil)
 			var notices []time.Duration
 			ctx := WithRetryNotice(context.Background(), func(_ int, d time.Duration, _ error) { notices = append(notices, d) })
 			resp, err := c.Chat(ctx, Request{Messages: userMsg("hi")})
@@ -338,7 +337,7 @@ func TestRetries(t *testing.T) {
 
 func TestAPIErrorMessage(t *testing.T) {
 	f := newFakeServer(t, llmtest.Reply{Status: 401, Body: `{"error":{"message":"Incorrect API key provided","code":"invalid_api_key"}}`})
-	c := newTestClient(t, config.ProviderDeepSeek, f, newFakeClock(t), nil)
+	c := newTestClient(t, "deepseek", f, newFakeClock(t), nil)
 	_, err := c.Chat(context.Background(), Request{Messages: userMsg("hi")})
 	want := "llm: deepseek: authentication failed (HTTP 401): Incorrect API key provided"
 	if err == nil || err.Error() != want {
@@ -361,7 +360,7 @@ func TestMalformed(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFakeServer(t, tt.rp)
-			c := newTestClient(t, config.ProviderOpenAI, f, newFakeClock(t), nil, tt.opts...)
+			c := newTestClient(t, "openai", f, newFakeClock(t), nil, tt.opts...)
 			_, err := c.Chat(context.Background(), Request{Messages: userMsg("hi")})
 			if !errors.Is(err, ErrMalformed) {
 				t.Fatalf("err = %v, want ErrMalformed", err)
@@ -375,7 +374,7 @@ func TestMalformed(t *testing.T) {
 
 func TestErrorInBody200(t *testing.T) {
 	f := newFakeServer(t, body(`{"error":{"message":"upstream overloaded"}}`), body(completion("ok", "stop", "")))
-	c := newTestClient(t, config.ProviderCustom, f, newFakeClock(t), nil)
+	c := newTestClient(t, "custom", f, newFakeClock(t), nil)
 	resp, err := c.Chat(context.Background(), Request{Messages: userMsg("hi")})
 	if err != nil || resp.Message.Content != "ok" {
 		t.Fatalf("Chat = %+v, %v; want a retry to succeed", resp, err)
@@ -384,7 +383,7 @@ func TestErrorInBody200(t *testing.T) {
 
 func TestContentFilterFinish(t *testing.T) {
 	f := newFakeServer(t, body(completion("partial", "content_filter", "")))
-	c := newTestClient(t, config.ProviderOpenAI, f, newFakeClock(t), nil)
+	c := newTestClient(t, "openai", f, newFakeClock(t), nil)
 	resp, err := c.Chat(context.Background(), Request{Messages: userMsg("hi")})
 	if !errors.Is(err, ErrContentFilter) {
 		t.Fatalf("err = %v, want ErrContentFilter", err)
@@ -397,7 +396,7 @@ func TestContentFilterFinish(t *testing.T) {
 func TestHungServer(t *testing.T) {
 	t.Run("caller cancels", func(t *testing.T) {
 		f := newFakeServer(t, llmtest.Hang())
-		c := newTestClient(t, config.ProviderOpenAI, f, newFakeClock(t), nil)
+		c := newTestClient(t, "openai", f, newFakeClock(t), nil)
 		// The caller's deadline passes once the server holds the request.
 		caller := clock.NewFake(time.Time{})
 		ctx, cancel := clock.WithTimeout(context.Background(), caller, time.Minute)
@@ -424,7 +423,7 @@ func TestHungServer(t *testing.T) {
 	t.Run("config timeout", func(t *testing.T) {
 		f := newFakeServer(t, llmtest.Hang())
 		clk := newFakeClock(t)
-		c := newTestClient(t, config.ProviderOpenAI, f, clk, func(c *Config) { c.Timeout = 50 * time.Millisecond }, WithRetry(RetryPolicy{MaxAttempts: 2}))
+		c := newTestClient(t, "openai", f, clk, func(c *Config) { c.Timeout = 50 * time.Millisecond }, WithRetry(RetryPolicy{MaxAttempts: 2}))
 		_, err := c.Stream(context.Background(), Request{Messages: userMsg("hi")}, nil)
 		if !errors.Is(err, ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("err = %v, want ErrUnavailable and DeadlineExceeded", err)
@@ -437,7 +436,7 @@ func TestHungServer(t *testing.T) {
 		// The idle timeout cuts a stream that stops sending; what arrived
 		// is returned and nothing is retried (the user saw it).
 		f := newFakeServer(t, stalled(llmtest.RawSSE("data: {\"choices\":[{\"delta\":{\"content\":\"Hel\"}}]}\n\n")))
-		c := newTestClient(t, config.ProviderOpenAI, f, newFakeClock(t), func(c *Config) { c.Timeout = 100 * time.Millisecond })
+		c := newTestClient(t, "openai", f, newFakeClock(t), func(c *Config) { c.Timeout = 100 * time.Millisecond })
 		var got []string
 		resp, err := c.Stream(context.Background(), Request{Messages: userMsg("hi")}, func(d Delta) error {
 			got = append(got, d.Content)
@@ -458,7 +457,7 @@ func TestHungServer(t *testing.T) {
 func TestBreaker(t *testing.T) {
 	f := newFakeServer(t, llmtest.Reply{Status: 500})
 	clk := newFakeClock(t)
-	c := newTestClient(t, config.ProviderOpenAI, f, clk, nil, WithRetry(RetryPolicy{MaxAttempts: 1}), WithBreaker(3, 30*time.Second))
+	c := newTestClient(t, "openai", f, clk, nil, WithRetry(RetryPolicy{MaxAttempts: 1}), WithBreaker(3, 30*time.Second))
 	chat := func() error {
 		_, err := c.Chat(context.Background(), Request{Messages: userMsg("hi")})
 		return err
@@ -509,7 +508,7 @@ func TestBreaker(t *testing.T) {
 func TestBreakerRetryStops(t *testing.T) {
 	// Retries stop when the breaker opens mid-way.
 	f := newFakeServer(t, llmtest.Reply{Status: 502})
-	c := newTestClient(t, config.ProviderOpenAI, f, newFakeClock(t), nil, WithRetry(RetryPolicy{MaxAttempts: 10}), WithBreaker(2, time.Minute))
+	c := newTestClient(t, "openai", f, newFakeClock(t), nil, WithRetry(RetryPolicy{MaxAttempts: 10}), WithBreaker(2, time.Minute))
 	_, err := c.Chat(context.Background(), Request{Messages: userMsg("hi")})
 	if !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("err = %v, want ErrUnavailable", err)
@@ -526,12 +525,13 @@ func TestNew(t *testing.T) {
 		wantErr string
 		wantURL string
 	}{
-		{"openai default url", Config{Provider: "openai", Model: "m"}, "", "https://api.openai.com/v1/chat/completions"},
+		{"openai", Config{Provider: "openai", BaseURL: "https://api.openai.com/v1", Model: "m"}, "", "https://api.openai.com/v1/chat/completions"},
 		{"trailing slash", Config{Provider: "vllm", BaseURL: "http://h:8000/v1/", Model: "m"}, "", "http://h:8000/v1/chat/completions"},
 		{"unknown provider", Config{Provider: "anthropic", Model: "m"}, "unknown provider", ""},
 		{"custom needs url", Config{Provider: "custom", Model: "m"}, "needs a base_url", ""},
+		{"no default url", Config{Provider: "openai", Model: "m"}, "needs a base_url", ""},
 		{"bad url", Config{Provider: "custom", BaseURL: "ftp://x", Model: "m"}, "want an http", ""},
-		{"no model", Config{Provider: "ollama"}, "model is required", ""},
+		{"no model", Config{Provider: "ollama", BaseURL: "http://127.0.0.1:11434/v1"}, "model is required", ""},
 	}
 	for _, tt := range tests {
 		c, err := New(tt.cfg)
@@ -552,7 +552,7 @@ func TestNew(t *testing.T) {
 }
 
 func TestModel(t *testing.T) {
-	c, err := New(Config{Provider: "ollama", Model: "big", VoiceModel: "small"})
+	c, err := New(Config{Provider: "ollama", BaseURL: "http://127.0.0.1:11434/v1", Model: "big", VoiceModel: "small"})
 	if err != nil {
 		t.Fatal(err)
 	}

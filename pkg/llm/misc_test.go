@@ -5,27 +5,9 @@ import (
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 
-	"agent/pkg/config"
 	"agent/pkg/llm/llmtest"
 )
-
-func TestFromConfig(t *testing.T) {
-	got := FromConfig(config.LLM{
-		Provider: "deepseek", BaseURL: "https://api.deepseek.com/v1", APIKey: "k", Model: "deepseek-chat",
-		VoiceModel: "v", Vision: true, MaxTokens: 4096, Timeout: config.Duration{Duration: time.Minute},
-	})
-	want := Config{Provider: "deepseek", BaseURL: "https://api.deepseek.com/v1", APIKey: "k", Model: "deepseek-chat",
-		VoiceModel: "v", Vision: true, MaxTokens: 4096, Timeout: time.Minute}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("FromConfig = %+v, want %+v", got, want)
-	}
-	c, err := New(got)
-	if err != nil || c.Provider() != "deepseek" {
-		t.Errorf("New(FromConfig) = %v, %v", c, err)
-	}
-}
 
 func TestClassifyStatus(t *testing.T) {
 	tests := []struct {
@@ -70,7 +52,7 @@ func TestParseErrorBody(t *testing.T) {
 
 func TestConcurrentCalls(t *testing.T) {
 	f := newFakeServer(t, llmtest.Reply{Status: 500}, body(completion("ok", "stop", "")))
-	c := newTestClient(t, config.ProviderOpenAI, f, newFakeClock(t), nil)
+	c := newTestClient(t, "openai", f, newFakeClock(t), nil)
 	var acc Accounting
 	var wg sync.WaitGroup
 	errs := make(chan error, 16)

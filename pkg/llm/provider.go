@@ -1,9 +1,9 @@
 package llm
 
-import "agent/pkg/config"
-
-// Provider names are config's (config.ProviderOpenAI ...); so are their
-// default base URLs (config.DefaultBaseURL).
+// Provider names are the [llm] provider values. pkg/config knows them too
+// (it checks them and gives each its default base_url); pkg/assistant, which
+// maps the one onto the other, checks that the two lists agree
+// (TestLLMConfigKnowsEveryConfigProvider).
 
 // preset is what differs between OpenAI-compatible providers.
 type preset struct {
@@ -20,27 +20,27 @@ type preset struct {
 }
 
 var presets = map[string]preset{
-	config.ProviderOpenAI: {
+	"openai": {
 		toolChoice:          true,
 		streamUsage:         true,
 		maxCompletionTokens: true,
 	},
-	config.ProviderDeepSeek: {
+	"deepseek": {
 		toolChoice:    true,
 		streamUsage:   true,
 		sendReasoning: true,
 	},
-	config.ProviderDashScope: {
+	"dashscope": {
 		toolChoice:  true,
 		streamUsage: true,
 	},
-	config.ProviderOllama: {},
-	config.ProviderVLLM: {
+	"ollama": {},
+	"vllm": {
 		toolChoice:  true,
 		streamUsage: true,
 	},
 	// custom: an unknown server; send only the core fields.
-	config.ProviderCustom: {
+	"custom": {
 		toolChoice: true,
 	},
 }

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"agent/pkg/config"
 	"agent/pkg/llm/llmtest"
 )
 
@@ -21,7 +20,7 @@ func TestStreamText(t *testing.T) {
 		`{"id":"c1","choices":[],"usage":{"prompt_tokens":9,"completion_tokens":3,"total_tokens":12}}`,
 		`[DONE]`,
 	))
-	c := newTestClient(t, config.ProviderOpenAI, f, newFakeClock(t), nil)
+	c := newTestClient(t, "openai", f, newFakeClock(t), nil)
 	var frags []string
 	resp, err := c.Stream(context.Background(), Request{Messages: userMsg("hi")}, func(d Delta) error {
 		frags = append(frags, d.Content)
@@ -52,7 +51,7 @@ func TestStreamUsageOptionPerProvider(t *testing.T) {
 	for _, tt := range []struct {
 		provider string
 		want     bool
-	}{{config.ProviderOpenAI, true}, {config.ProviderDeepSeek, true}, {config.ProviderDashScope, true}, {config.ProviderVLLM, true}, {config.ProviderOllama, false}, {config.ProviderCustom, false}} {
+	}{{"openai", true}, {"deepseek", true}, {"dashscope", true}, {"vllm", true}, {"ollama", false}, {"custom", false}} {
 		f := newFakeServer(t, llmtest.Events(`{"choices":[{"delta":{"content":"x"},"finish_reason":"stop"}]}`, `[DONE]`))
 		c := newTestClient(t, tt.provider, f, newFakeClock(t), nil)
 		if _, err := c.Stream(context.Background(), Request{Messages: userMsg("hi")}, nil); err != nil {
@@ -150,7 +149,7 @@ func TestStreamToolCalls(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFakeServer(t, llmtest.Events(tt.events...))
-			c := newTestClient(t, config.ProviderDashScope, f, newFakeClock(t), nil)
+			c := newTestClient(t, "dashscope", f, newFakeClock(t), nil)
 			var deltas int
 			resp, err := c.Stream(context.Background(), Request{Messages: userMsg("weather and time?")}, func(d Delta) error {
 				deltas += len(d.ToolCalls)
@@ -216,7 +215,7 @@ func TestStreamFailures(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFakeServer(t, tt.rp)
-			c := newTestClient(t, config.ProviderOpenAI, f, newFakeClock(t), nil)
+			c := newTestClient(t, "openai", f, newFakeClock(t), nil)
 			resp, err := c.Stream(context.Background(), Request{Messages: userMsg("hi")}, nil)
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("err = %v, want %v", err, tt.wantErr)
@@ -237,7 +236,7 @@ func TestStreamTooLarge(t *testing.T) {
 		ev = append(ev, `{"choices":[{"delta":{"content":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}}]}`)
 	}
 	f := newFakeServer(t, llmtest.Events(append(ev, `[DONE]`)...))
-	c := newTestClient(t, config.ProviderOpenAI, f, newFakeClock(t), nil, WithMaxBodyBytes(2048))
+	c := newTestClient(t, "openai", f, newFakeClock(t), nil, WithMaxBodyBytes(2048))
 	_, err := c.Stream(context.Background(), Request{Messages: userMsg("hi")}, nil)
 	if !errors.Is(err, ErrMalformed) {
 		t.Fatalf("err = %v, want ErrMalformed", err)
@@ -247,7 +246,7 @@ func TestStreamTooLarge(t *testing.T) {
 func TestStreamCallbackError(t *testing.T) {
 	stop := errors.New("user hung up")
 	f := newFakeServer(t, llmtest.Events(`{"choices":[{"delta":{"content":"a"}}]}`, `{"choices":[{"delta":{"content":"b"}}]}`, `[DONE]`))
-	c := newTestClient(t, config.ProviderOpenAI, f, newFakeClock(t), nil)
+	c := newTestClient(t, "openai", f, newFakeClock(t), nil)
 	_, err := c.Stream(context.Background(), Request{Messages: userMsg("hi")}, func(Delta) error { return stop })
 	if err != stop {
 		t.Fatalf("err = %v, want the callback's error as is", err)
@@ -259,7 +258,7 @@ func TestStreamCallbackError(t *testing.T) {
 
 func TestStreamServerIgnoresStream(t *testing.T) {
 	f := newFakeServer(t, body(completion("whole", "stop", "")))
-	c := newTestClient(t, config.ProviderCustom, f, newFakeClock(t), nil)
+	c := newTestClient(t, "custom", f, newFakeClock(t), nil)
 	var got string
 	resp, err := c.Stream(context.Background(), Request{Messages: userMsg("hi")}, func(d Delta) error {
 		got += d.Content
