@@ -15,6 +15,7 @@ import (
 	_ "time/tzdata" // agent.timezone must resolve on minimal images without /usr/share/zoneinfo
 
 	"agent/pkg/buildinfo"
+	"agent/pkg/channel/builtin"
 	"agent/pkg/config"
 	"agent/pkg/daemon"
 	"agent/pkg/localmodels"
@@ -104,6 +105,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env confi
 		Notifier: systemd.Notifier{},
 		Models:   &localmodels.Set{},
 		Reload:   reload,
+		Channels: builtin.Channels(), // the one list of channels
 	})
 	if err != nil {
 		logger.Error("agent stopped with an error", "err", err)

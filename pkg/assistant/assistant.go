@@ -308,16 +308,6 @@ func (a *Assistant) Spaces() *workspace.Spaces { return a.spaces }
 // Runner is the per-conversation runner (nil when unavailable).
 func (a *Assistant) Runner() *runner.Runner { return a.runner }
 
-// CancelTurn cancels the turn running for in's conversation, if any.
-func (a *Assistant) CancelTurn(in conversation.Inbound) {
-	if a.runner == nil {
-		return
-	}
-	if key, err := conversation.Key(in); err == nil {
-		a.runner.Cancel(string(key))
-	}
-}
-
 func (a *Assistant) config() *config.Config { return a.d.Config() }
 
 // Start restores the scheduled jobs and starts their loop; the host calls

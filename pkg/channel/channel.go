@@ -19,10 +19,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 
-	"agent/pkg/tools"
+	"agent/pkg/turn"
 )
 
 // Channel is one way into the assistant.
@@ -51,20 +50,9 @@ type Route struct {
 	Handler http.Handler
 }
 
-// Media is a file to send: an image, a file, a video or a link card.
-type Media struct {
-	Kind string // "image", "file", "video", "link"
-	Name string // file name shown to the recipient
-	Body io.Reader
-	Size int64
-	// Title and Description go with a video or a link card; URL and
-	// PicURL are a link card's.
-	Title, Description, URL, PicURL string
-}
-
 // MediaSender is a channel that can send files, not only text.
 type MediaSender interface {
-	SendMedia(ctx context.Context, to string, m Media) error
+	SendMedia(ctx context.Context, to string, m turn.Media) error
 }
 
 // Disconnecter is a channel with live connections per user (a revoked
@@ -78,13 +66,6 @@ type Disconnecter interface {
 // before the conversation pipeline stops.
 type Closer interface {
 	Close(ctx context.Context) error
-}
-
-// ToolProvider is a channel that offers the model tools of its own (WeCom's
-// send_image, send_file ...). They are registered once, when the Set is
-// built.
-type ToolProvider interface {
-	Tools() []tools.Tool
 }
 
 // FastTurns is a channel whose users wait for each answer in real time
@@ -108,17 +89,20 @@ type Claimer interface {
 	Claims(ctx context.Context, name, to string) bool
 }
 
-// Streamer is a channel that can show a reply while it is being written:
-// Stream returns a writer whose every Update replaces the text shown so far
-// and whose Finish ends it.
-type Streamer interface {
-	Stream(ctx context.Context, to string) (Stream, error)
+// Drainer is a channel that says whether nothing of a conversation waits
+// in its inbox or outbox (a fleet moves a conversation only then). conv is
+// the fleet's conversation id: a user id, or "group:CHATID" for a group
+// chat.
+type Drainer interface {
+	Drained(ctx context.Context, conv string) (bool, error)
 }
 
-// Stream is one reply being written.
-type Stream interface {
-	Update(ctx context.Context, text string) error
-	Finish(ctx context.Context, text string) error
+// Console is a channel the web console talks through (the voice channel:
+// the console's microphone and replies); ConsoleOperator is the principal
+// its console connections speak as, whose connections close when the
+// operator ends every console session.
+type Console interface {
+	ConsoleOperator() string
 }
 
 // ErrNoChannel is returned (wrapped) for a channel name no enabled channel

@@ -2,83 +2,83 @@ package channel
 
 import (
 	"context"
-	"database/sql"
+	"errors"
 	"log/slog"
-	"net/http"
+	"time"
 
-	"agent/pkg/channel/gate"
-	"agent/pkg/clock"
-	"agent/pkg/config"
-	"agent/pkg/conversation"
-	"agent/pkg/egress"
-	"agent/pkg/fleet"
-	"agent/pkg/health"
-	"agent/pkg/metrics"
-	"agent/pkg/recipient"
-	"agent/pkg/workspace"
+	"agent/pkg/turn"
 )
 
-// Host is what the daemon offers every channel it builds. A channel's
-// Build function reads its own config section and takes what it needs.
+// Host is what the daemon offers every channel: a few interfaces, no
+// concrete type of the box. Built-in channels get the box's services on
+// top of it from pkg/channelhost; an out-of-process plugin needs nothing
+// more.
 type Host struct {
-	Config func() *config.Config // the configuration in force (follows reloads)
-	DB     *sql.DB               // the daemon's database (inbox, outbox, pairings)
 	Logger *slog.Logger
-	Clock  clock.Clock
+	Clock  Clock
+	// Turns is the conversation pipeline, never nil; Err says when it is
+	// unavailable (a channel then keeps what arrives to answer after a
+	// restart, or tells the user it cannot answer).
+	Turns Turns
+	// Files are the users' folders: a channel keeps what a user sent
+	// there; nil while the pipeline is unavailable.
+	Files Files
 	// Metrics and Health take the channel's gauges and readiness checks.
-	Metrics *metrics.Registry
-	Health  *health.Checker
-	// Scrub redacts secrets from what a channel stores (errors).
+	Metrics Metrics
+	Health  Health
+	// Scrub redacts secrets from what a channel stores or logs (errors).
 	Scrub func(string) string
-	// Gate is the DM policy every inbound message passes.
-	Gate gate.Gate
-	// Assistant is the conversation pipeline, never nil; its Conversation
-	// is nil when the pipeline did not start (Err says why: a channel then
-	// keeps what arrives to answer after a restart, or tells the user it
-	// cannot answer).
-	Assistant Assistant
-	// Models are the local models (localmodels.Set): a channel asserts the
-	// capability it uses (Recognizer(), VAD()). nil: none.
-	Models any
-	// Console authenticates the web console's connections (console.Sessions).
-	Console ConsoleSessions
-	// Egress is the one way out (pkg/egress): a channel dials WeCom and
-	// downloads through it; nil: directly (tests).
-	Egress *egress.Ledger
-	// Fleet is the link to the other boxes of a fleet (pkg/fleet); nil
-	// on a single box.
-	Fleet *fleet.Fleet
 }
 
-// Assistant is the pipeline as channels see it (*assistant.Assistant).
-type Assistant interface {
-	// Conversation runs turns; nil while the pipeline is unavailable.
-	Conversation() *conversation.Service
-	// Spaces are the users' folders (uploads, files to send); nil while
-	// the pipeline is unavailable.
-	Spaces() *workspace.Spaces
-	// Recipients decides whom a user may address.
-	Recipients() recipient.Policy
-	// CancelTurn stops the turn running for in's conversation.
-	CancelTurn(in conversation.Inbound)
-	// Err is why the pipeline is unavailable (nil when it runs).
+// Clock is the host's time (pkg/clock's satisfies it): backoff and
+// timeouts in tests follow a fake one.
+type Clock interface {
+	Now() time.Time
+	After(d time.Duration) <-chan time.Time
+}
+
+// Turns runs conversation turns.
+type Turns interface {
+	// Handle queues a turn for m on its conversation (turn.KeyOf: one at
+	// a time, in order) and returns; done closes when the turn and every
+	// reply of it ended. A full queue is an error the user was told of.
+	Handle(ctx context.Context, m turn.Message, out turn.Sink) (done <-chan struct{}, err error)
+	// Cancel stops the turn running for m's conversation, if one is.
+	Cancel(m turn.Message)
+	// Key is the pipeline's name for m's conversation ("voice:boss"); an
+	// error when m's ids cannot name one (a channel refuses such a user).
+	Key(m turn.Message) (string, error)
+	// Err is why the pipeline is unavailable; nil while it runs.
 	Err() error
 }
 
-// ConsoleSessions authenticates the web console (console.Sessions).
-type ConsoleSessions interface {
-	Session(r *http.Request) string
-	Valid(id string) bool
-	Verify(id, key string) bool
+// Files are the users' folders (pkg/workspace), each within its quota.
+type Files interface {
+	// SaveUpload keeps data a user sent as name in scope's uploads and
+	// returns the path their tools know it by.
+	SaveUpload(scope, name string, data []byte) (string, error)
 }
 
-// Build makes a channel from the host's configuration; it returns nil,
-// nil when the channel is not enabled. An error disables the channel, not
-// the daemon: the host reports it on /healthz under the channel's name.
+// Metrics takes a channel's figures (exposed on /metrics).
+type Metrics interface {
+	// GaugeFunc is a gauge read from f at every scrape.
+	GaugeFunc(name, help string, labels map[string]string, f func() float64)
+	// Histogram returns the function that records one observation.
+	Histogram(name, help string, buckets []float64, labels map[string]string) func(float64)
+}
+
+// Health takes a channel's readiness checks (shown on /healthz): a check
+// returning an error wrapping ErrDegraded degrades readiness, any other
+// error fails it.
+type Health interface {
+	Register(name string, check func(context.Context) error)
+}
+
+// ErrDegraded marks a check's error as degraded, not failing: the box
+// works, less well.
+var ErrDegraded = errors.New("degraded")
+
+// Build makes a channel from the host; it returns nil, nil when the
+// channel is not enabled. An error disables the channel, not the daemon:
+// the host reports it on /healthz under the channel's name.
 type Build func(ctx context.Context, h Host) (Channel, error)
-
-// Builder is a channel's name and Build function, for the daemon's list.
-type Builder struct {
-	Name  string
-	Build Build
-}

@@ -1,6 +1,7 @@
 package channel
 
 import (
+	"agent/pkg/turn"
 	"context"
 	"errors"
 	"fmt"
@@ -10,9 +11,6 @@ import (
 	"slices"
 	"sync"
 	"time"
-
-	"agent/pkg/clock"
-	"agent/pkg/health"
 )
 
 // Restart backoff of a failing Run: doubling from minBackoff to maxBackoff;
@@ -26,7 +24,7 @@ const (
 // Set is the enabled channels of one daemon.
 type Set struct {
 	logger *slog.Logger
-	clock  clock.Clock
+	clock  Clock
 
 	list  []Channel
 	state map[string]*runState
@@ -44,11 +42,14 @@ type runState struct {
 }
 
 // NewSet returns the set of channels; names must be unique and non-empty.
-func NewSet(logger *slog.Logger, clk clock.Clock, channels ...Channel) (*Set, error) {
+func NewSet(logger *slog.Logger, clk Clock, channels ...Channel) (*Set, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Set{logger: logger, clock: clock.Or(clk), state: map[string]*runState{}}
+	if clk == nil {
+		clk = wallClock{}
+	}
+	s := &Set{logger: logger, clock: clk, state: map[string]*runState{}}
 	for _, c := range channels {
 		if err := s.Add(c); err != nil {
 			return nil, err
@@ -132,7 +133,7 @@ func (s *Set) Send(ctx context.Context, name, to, text string) (err error) {
 
 // SendMedia delivers a file or link card to user to of the channel called
 // name, when it can send media (MediaSender).
-func (s *Set) SendMedia(ctx context.Context, name, to string, m Media) (err error) {
+func (s *Set) SendMedia(ctx context.Context, name, to string, m turn.Media) (err error) {
 	c, ok := s.route(ctx, name, to)
 	if !ok {
 		return notConnected(name)
@@ -265,12 +266,10 @@ func (s *Set) supervise(ctx context.Context, c Channel) {
 			r.restarts++
 		})
 		log.Error("channel stopped; restarting", "err", err, "in", backoff)
-		t := s.clock.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
-			t.Stop()
 			return
-		case <-t.C():
+		case <-s.clock.After(backoff):
 		}
 		backoff = min(backoff*2, maxBackoff)
 	}
@@ -323,12 +322,12 @@ func (s *Set) Statuses() []Status {
 // Check is a health check for channel name: degraded while its Run has
 // failed and waits to be restarted (other channels and the daemon keep
 // working).
-func (s *Set) Check(name string) health.Check {
+func (s *Set) Check(name string) func(context.Context) error {
 	return func(context.Context) error {
 		for _, st := range s.Statuses() {
 			if st.Name == name && st.Failures > 0 && !st.Running {
 				return fmt.Errorf("%w: channel %s failed %d time(s) in a row and is restarted with backoff: %s",
-					health.ErrDegraded, name, st.Failures, st.LastErr)
+					ErrDegraded, name, st.Failures, st.LastErr)
 			}
 		}
 		return nil
@@ -343,3 +342,9 @@ func firstLine(s string) string {
 	}
 	return s
 }
+
+// wallClock is the real time.
+type wallClock struct{}
+
+func (wallClock) Now() time.Time                         { return time.Now() }
+func (wallClock) After(d time.Duration) <-chan time.Time { return time.After(d) }

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"agent/pkg/clock"
-	"agent/pkg/health"
+	"agent/pkg/turn"
 )
 
 // testChannel is a channel whose Run does what the test says.
@@ -88,10 +88,10 @@ func TestFailingAndPanickingChannelsAreRestarted(t *testing.T) {
 	if !clk.WaitTimers(2, done) {
 		t.Fatal("no backoff timers")
 	}
-	if err := s.Check("failing")(ctx); !errors.Is(err, health.ErrDegraded) || !strings.Contains(err.Error(), "connection refused") {
+	if err := s.Check("failing")(ctx); !errors.Is(err, ErrDegraded) || !strings.Contains(err.Error(), "connection refused") {
 		t.Errorf("check of the failing channel = %v", err)
 	}
-	if err := s.Check("panicking")(ctx); !errors.Is(err, health.ErrDegraded) || !strings.Contains(err.Error(), "panic") {
+	if err := s.Check("panicking")(ctx); !errors.Is(err, ErrDegraded) || !strings.Contains(err.Error(), "panic") {
 		t.Errorf("check of the panicking channel = %v", err)
 	}
 	if err := s.Check("healthy")(ctx); err != nil {
@@ -164,13 +164,13 @@ func TestMountServesEveryChannelsRoutes(t *testing.T) {
 // error (or a log line) of that channel; the caller runs on.
 type panicky struct{}
 
-func (panicky) Name() string                                   { return "panicky" }
-func (panicky) Routes() []Route                                { return nil }
-func (panicky) Run(context.Context) error                      { panic("run") }
-func (panicky) Send(context.Context, string, string) error     { panic("send") }
-func (panicky) SendMedia(context.Context, string, Media) error { panic("media") }
-func (panicky) Close(context.Context) error                    { panic("close") }
-func (panicky) Disconnect(string) int                          { panic("disconnect") }
+func (panicky) Name() string                                        { return "panicky" }
+func (panicky) Routes() []Route                                     { return nil }
+func (panicky) Run(context.Context) error                           { panic("run") }
+func (panicky) Send(context.Context, string, string) error          { panic("send") }
+func (panicky) SendMedia(context.Context, string, turn.Media) error { panic("media") }
+func (panicky) Close(context.Context) error                         { panic("close") }
+func (panicky) Disconnect(string) int                               { panic("disconnect") }
 
 func TestPanicsInAChannelAreItsErrors(t *testing.T) {
 	other := &testChannel{name: "other", sent: make(chan string, 1)}
@@ -179,10 +179,10 @@ func TestPanicsInAChannelAreItsErrors(t *testing.T) {
 	if err := s.Send(ctx, "panicky", "bob", "hi"); err == nil || err.Error() != "panicky: send failed: an internal error in the channel (logged)" {
 		t.Errorf("Send: %v", err)
 	}
-	if err := s.SendMedia(ctx, "panicky", "bob", Media{Kind: "link"}); err == nil || !strings.Contains(err.Error(), "send media failed") || strings.Contains(err.Error(), "goroutine") {
+	if err := s.SendMedia(ctx, "panicky", "bob", turn.Media{Kind: "link"}); err == nil || !strings.Contains(err.Error(), "send media failed") || strings.Contains(err.Error(), "goroutine") {
 		t.Errorf("SendMedia: %v", err)
 	}
-	if err := s.SendMedia(ctx, "other", "bob", Media{Kind: "link"}); err == nil || !strings.Contains(err.Error(), "cannot send files") {
+	if err := s.SendMedia(ctx, "other", "bob", turn.Media{Kind: "link"}); err == nil || !strings.Contains(err.Error(), "cannot send files") {
 		t.Errorf("SendMedia to a text-only channel: %v", err)
 	}
 	if err := s.Close(ctx); err == nil || !strings.Contains(err.Error(), "close failed") {

@@ -22,6 +22,7 @@ import (
 	"agent/pkg/memory"
 	"agent/pkg/runner"
 	"agent/pkg/session"
+	"agent/pkg/turn"
 )
 
 // Chat types of an inbound message.
@@ -79,11 +80,27 @@ type replay struct {
 }
 
 // ToolProgress is one tool's step in a turn.
-type ToolProgress struct {
-	Tool   string
-	Done   bool          // false: starting
-	Failed bool          // ended with an error
-	Took   time.Duration // when Done
+type ToolProgress = turn.Progress
+
+// FromTurn is the pipeline's inbound message for a channel's normalised
+// one: a group chat (a thread of one) is keyed by its chat, a direct chat
+// by its sender; pictures with their bytes go to the model as image parts;
+// the sink's stream, progress and held callbacks are the turn's.
+func FromTurn(m turn.Message, out turn.Sink) Inbound {
+	in := Inbound{Channel: m.Channel, Profile: m.Profile, Fast: m.Fast, ChatType: P2P, Sender: m.Sender, Device: m.Device,
+		MsgID: m.ID, Text: m.Text, Stream: out.Stream, Progress: out.Progress, OnHeld: out.Held}
+	if m.Group {
+		in.ChatType, in.ChatID = Group, m.Chat
+		if m.Thread != "" {
+			in.ChatType, in.ThreadID = Thread, m.Thread
+		}
+	}
+	for _, a := range m.Attachments {
+		if a.Kind == "image" && a.Data != nil {
+			in.Images = append(in.Images, llm.ImagePart(a.MIME, a.Data))
+		}
+	}
+	return in
 }
 
 // Reply delivers one message to the user who wrote the inbound message.

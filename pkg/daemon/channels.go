@@ -10,86 +10,91 @@ import (
 	"agent/pkg/admin"
 	"agent/pkg/channel"
 	"agent/pkg/channel/gate"
-	"agent/pkg/channel/operator"
-	"agent/pkg/channel/voice"
-	"agent/pkg/channel/wecom"
-	"agent/pkg/channel/wecombot"
-	"agent/pkg/config"
+	"agent/pkg/channelhost"
 	"agent/pkg/pairing"
 )
 
-// DefaultChannels are the ways into the assistant, in the order they are
-// built. A new channel is its own package with a Build function
-// (channel.Build), its section in pkg/config, and one line here.
-func DefaultChannels() []channel.Builder {
-	return []channel.Builder{
-		{Name: "admin", Build: operator.Build},
-		{Name: "wecom", Build: wecom.Build},
-		{Name: "wecom_bot", Build: wecombot.Build},
-		{Name: "voice", Build: voice.Build},
-	}
-}
-
-// startChannels builds the enabled channels, registers the tools they
-// offer and runs them under the set's supervisor until ctx ends. A channel
-// that cannot be built is reported on /healthz under its name; the others
-// and the daemon run on.
-func (d *Daemon) startChannels(ctx context.Context, cfg *config.Config) {
-	host := channel.Host{
-		Config:  d.config,
-		DB:      d.store.DB(),
-		Logger:  d.logger,
-		Clock:   d.clock,
-		Metrics: d.metrics,
-		Health:  d.checker,
-		Gate:    gate.Gate{Pairings: d.pairings(), Policy: d.dmPolicy},
-		Models:  d.opts.Models,
-		Console: d.sessions,
-		Egress:  d.egress,
-		Fleet:   d.fleet,
-	}
-	if d.opts.Scrubber != nil {
-		host.Scrub = d.opts.Scrubber.Scrub // stored errors are redacted like the logs
-	}
-	host.Assistant = d.asst
+// startChannels builds the channels of Options.Channels (the list
+// cmd/agent hands over), registers the tools they offer and runs them
+// under the set's supervisor until ctx ends. A channel that cannot be
+// built is reported on /healthz under its name; the others and the daemon
+// run on.
+func (d *Daemon) startChannels(ctx context.Context) {
+	env := d.channelEnv()
 	set, _ := channel.NewSet(d.logger, d.clock)
 	d.channels = set
 	for _, b := range d.opts.Channels {
-		c, err := build(ctx, b, host)
-		if err == nil && c != nil {
-			err = set.Add(c)
+		list, err := build(ctx, b, env)
+		for _, c := range list {
+			if err = set.Add(c); err != nil {
+				break
+			}
+			d.checker.Register("channel_"+c.Name(), channelhost.Health{C: d.checker}.Wrap(set.Check(c.Name())))
+			if p, ok := c.(channelhost.ToolProvider); ok && d.asst.Err() == nil {
+				d.registerChannelTools(c.Name(), p)
+			}
 		}
 		if err != nil {
 			d.logger.Error(b.Name+" channel unavailable", "component", b.Name, "err", err)
 			d.checker.Register(b.Name, func(context.Context) error { return err })
-			continue
-		}
-		if c == nil {
-			continue // not enabled
-		}
-		d.checker.Register("channel_"+c.Name(), set.Check(c.Name()))
-		if p, ok := c.(channel.ToolProvider); ok && d.asst.Err() == nil {
-			d.registerChannelTools(c.Name(), p)
 		}
 	}
 	set.Start(ctx)
 }
 
-// build runs b.Build; a panic in it disables the channel, not the daemon.
-func build(ctx context.Context, b channel.Builder, h channel.Host) (c channel.Channel, err error) {
+// channelEnv is what every channel is built with.
+func (d *Daemon) channelEnv() channelhost.Env {
+	env := channelhost.Env{
+		Host: channel.Host{
+			Logger:  d.logger,
+			Clock:   d.clock,
+			Turns:   d.asst.Turns(),
+			Metrics: channelhost.Metrics{R: d.metrics},
+			Health:  channelhost.Health{C: d.checker},
+		},
+		Config:     d.config,
+		DB:         d.store.DB(),
+		Gate:       gate.Gate{Pairings: d.pairings(), Policy: d.dmPolicy},
+		Recipients: d.asst.Recipients(),
+		Egress:     d.egress,
+		Fleet:      d.fleet,
+		Console:    d.sessions,
+	}
+	if d.opts.Scrubber != nil {
+		env.Scrub = d.opts.Scrubber.Scrub // stored errors are redacted like the logs
+	}
+	if sp := d.asst.Spaces(); sp != nil {
+		env.Files, env.Spaces = sp, sp
+	}
+	if m, ok := d.opts.Models.(channelhost.Models); ok {
+		env.Models = m
+	}
+	return env
+}
+
+// build runs b's Build (or Many); a panic in it disables the channel, not
+// the daemon.
+func build(ctx context.Context, b channelhost.Builder, env channelhost.Env) (list []channel.Channel, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			c, err = nil, fmt.Errorf("panic while building the channel: %v", p)
+			list, err = nil, fmt.Errorf("panic while building the channel: %v", p)
 		}
 	}()
-	return b.Build(ctx, h)
+	if b.Many != nil {
+		return b.Many(ctx, env)
+	}
+	c, err := b.Build(ctx, env)
+	if c == nil || err != nil {
+		return nil, err // not enabled, or unavailable
+	}
+	return []channel.Channel{c}, nil
 }
 
 // registerChannelTools adds a channel's own tools, each limited to that
 // channel's users: a tool's profiles must be exactly the channel's own
 // (its name), never none (every channel's users) nor another channel's
 // (the operator's admin included).
-func (d *Daemon) registerChannelTools(name string, p channel.ToolProvider) {
+func (d *Daemon) registerChannelTools(name string, p channelhost.ToolProvider) {
 	for _, t := range p.Tools() {
 		var err error
 		switch {

@@ -9,12 +9,13 @@ import (
 	"net/netip"
 
 	"agent/pkg/admin"
-	"agent/pkg/channel/voice"
+	"agent/pkg/channel"
 	"agent/pkg/console"
 )
 
 // consoleRoutes registers the web console at / with its sign-in link at
-// /console; its voice connection is the voice channel's /voice.
+// /console; its microphone and replies go through the channel that talks
+// to the console (channel.Console: the voice channel's /voice).
 func (d *Daemon) consoleRoutes(mux *http.ServeMux) {
 	mux.Handle("GET /{$}", console.Handler())
 	mux.Handle("GET "+console.SignInPath, d.sessions.SignIn())
@@ -42,8 +43,7 @@ func (d *Daemon) ConsoleLink(context.Context) (admin.ConsoleLink, error) {
 		return admin.ConsoleLink{}, err
 	}
 	d.logger.Info("console sign-in link issued over the admin socket", "expires", l.Expires)
-	_, hasVoice := d.channels.Get(voice.Channel)
-	return admin.ConsoleLink{URL: l.URL, ExpiresAt: l.Expires, Voice: hasVoice}, nil
+	return admin.ConsoleLink{URL: l.URL, ExpiresAt: l.Expires, Voice: len(d.consoleChannels()) > 0}, nil
 }
 
 // ConsoleEnd implements admin.ConsoleBackend: every console session ends
@@ -53,7 +53,24 @@ func (d *Daemon) ConsoleEnd(context.Context) (admin.ConsoleEnded, error) {
 		return admin.ConsoleEnded{}, errors.New("console: the HTTP server is not running")
 	}
 	res := admin.ConsoleEnded{Sessions: d.sessions.EndAll()}
-	res.Connections = d.channels.Disconnect(voice.ConsoleOperator.Principal())
+	seen := map[string]bool{}
+	for _, c := range d.consoleChannels() {
+		if p := c.ConsoleOperator(); !seen[p] {
+			seen[p] = true
+			res.Connections += d.channels.Disconnect(p)
+		}
+	}
 	d.logger.Info("console sessions ended by the operator", "sessions", res.Sessions, "connections", res.Connections)
 	return res, nil
+}
+
+// consoleChannels are the channels the web console talks through.
+func (d *Daemon) consoleChannels() []channel.Console {
+	var out []channel.Console
+	for _, c := range d.channels.All() {
+		if cc, ok := c.(channel.Console); ok {
+			out = append(out, cc)
+		}
+	}
+	return out
 }

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"agent/pkg/clip"
-	"agent/pkg/llm"
+	"agent/pkg/turn"
 	"agent/pkg/workspace"
 )
 
@@ -71,9 +71,9 @@ type Store interface {
 
 // Result is what one inbound media contributes to a turn.
 type Result struct {
-	Text   string    // for the model; "" adds nothing
-	Image  *llm.Part // for a vision model
-	Notice string    // a reply to the user (a failure), sent before the turn's replies
+	Text   string           // for the model; "" adds nothing
+	Image  *turn.Attachment // a picture for a vision model (with its bytes)
+	Notice string           // a reply to the user (a failure), sent before the turn's replies
 	// Note marks text that is only context (a failure the user was told
 	// about): it does not make a turn on its own.
 	Note bool
@@ -131,8 +131,7 @@ func (k Keeper) Keep(scope string, m Media, data []byte, images int) Result {
 	case Image:
 		res := Result{Text: fmt.Sprintf("[image saved to %s]", rel), Path: rel}
 		if k.Vision != nil && k.Vision() && images < MaxVisionParts && len(data) <= MaxVisionBytes {
-			part := llm.ImagePart(ImageMIME(data), data)
-			res.Image = &part
+			res.Image = &turn.Attachment{Kind: Image, MIME: ImageMIME(data), Path: rel, Data: data, Size: int64(len(data))}
 			res.Text = fmt.Sprintf("[The user sent a picture (attached); saved to %s]", rel)
 		}
 		return res

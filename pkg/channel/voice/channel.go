@@ -5,12 +5,11 @@ import (
 	"fmt"
 	"log/slog"
 
-	"agent/pkg/asr"
 	"agent/pkg/channel"
 	"agent/pkg/channel/gate"
+	"agent/pkg/channelhost"
 	"agent/pkg/config"
 	"agent/pkg/pairing"
-	"agent/pkg/vad"
 )
 
 // The voice channel as the host sees it (pkg/channel): the agent.voice.v1
@@ -22,6 +21,7 @@ var (
 	_ channel.Disconnecter = (*Server)(nil)
 	_ channel.Closer       = (*Server)(nil)
 	_ channel.FastTurns    = (*Server)(nil)
+	_ channel.Console      = (*Server)(nil)
 )
 
 // Name is "voice".
@@ -39,22 +39,15 @@ func (s *Server) FastTurns() bool { return true }
 // Run has no background work: connections live in their handlers.
 func (s *Server) Run(context.Context) error { return nil }
 
+// ConsoleOperator is the principal the web console's connections speak as
+// (channel.Console): they close when the operator ends every console
+// session.
+func (s *Server) ConsoleOperator() string { return ConsoleOperator.Principal() }
+
 // Send refuses: a voice device is answered on its own connection, never
 // messaged unprompted.
 func (s *Server) Send(context.Context, string, string) error {
 	return fmt.Errorf("%w: voice devices are answered on their own connection only", channel.ErrNoPush)
-}
-
-// recognizerSource is what the local models offer the voice channel
-// (localmodels.Set); the recogniser is nil until loaded.
-type recognizerSource interface {
-	Recognizer() *asr.Recognizer
-}
-
-// vadSource offers the Silero VAD model (localmodels.Set); nil until
-// loaded, and without one (voice.vad = "energy", or no model file).
-type vadSource interface {
-	VAD() *vad.Model
 }
 
 // ConsoleOperator is who the web console signed in with `agentctl console`
@@ -62,8 +55,8 @@ type vadSource interface {
 // link came over the 0600 admin socket. Admitted without pairing.
 var ConsoleOperator = Identity{Channel: "admin", User: "console"}
 
-// Build makes the channel when voice.enabled (channel.Build).
-func Build(_ context.Context, h channel.Host) (channel.Channel, error) {
+// Build makes the channel when voice.enabled (channelhost.Build).
+func Build(_ context.Context, h channelhost.Env) (channel.Channel, error) {
 	cfg := h.Config()
 	if !cfg.Voice.Enabled {
 		return nil, nil
@@ -73,8 +66,8 @@ func Build(_ context.Context, h channel.Host) (channel.Channel, error) {
 		h.Logger.Info("voice.token is empty: no device can connect; the web console signs in with a link from agentctl console")
 	}
 	recognizer := func() Recognizer {
-		if src, ok := h.Models.(recognizerSource); ok {
-			if r := src.Recognizer(); r != nil {
+		if h.Models != nil {
+			if r := h.Models.Recognizer(); r != nil {
 				return r
 			}
 		}
@@ -98,13 +91,12 @@ func Build(_ context.Context, h channel.Host) (channel.Channel, error) {
 	if h.Console != nil {
 		vc.Sessions = h.Console
 	}
-	if src, ok := h.Models.(vadSource); ok && cfg.Voice.VAD != config.VADEnergy {
-		vc.VAD.Silero = src.VAD
+	// The Silero VAD model is nil until loaded, and without one
+	// (voice.vad = "energy", or no model file).
+	if h.Models != nil && cfg.Voice.VAD != config.VADEnergy {
+		vc.VAD.Silero = h.Models.VAD
 	}
-	if a := h.Assistant; a.Conversation() != nil {
-		vc.Conversation = a.Conversation()
-		vc.Cancel = a.CancelTurn
-	}
+	vc.Turns = h.Turns
 	s := New(vc)
 	m := h.Metrics
 	m.GaugeFunc("agent_voice_connections", "Open voice WebSocket connections.", nil, func() float64 { return float64(s.Stats().Connections) })
@@ -113,8 +105,8 @@ func Build(_ context.Context, h channel.Host) (channel.Channel, error) {
 	m.GaugeFunc("agent_voice_silero_connections", "Voice connections since start whose utterances end by the Silero VAD (the others: energy).", nil,
 		func() float64 { return float64(s.Stats().Silero) })
 	m.GaugeFunc("agent_asr_workers", "Speech recognition workers (decoding states); 0 while no model is loaded.", nil, func() float64 {
-		if src, ok := h.Models.(recognizerSource); ok {
-			if r := src.Recognizer(); r != nil {
+		if h.Models != nil {
+			if r := h.Models.Recognizer(); r != nil {
 				return float64(r.Workers())
 			}
 		}
@@ -132,7 +124,7 @@ func Build(_ context.Context, h channel.Host) (channel.Channel, error) {
 // approve. A name listed in agent.owners is refused outright: owner rights
 // cannot rest on a claim. The operator talks through the console
 // (agentctl console) instead.
-func admit(ctx context.Context, h channel.Host, logger *slog.Logger, principals []string) (Admission, error) {
+func admit(ctx context.Context, h channelhost.Env, logger *slog.Logger, principals []string) (Admission, error) {
 	dec, err := h.Gate.Admit(ctx, nil, gate.Request{Principals: principals, RefuseOwnerClaims: true})
 	switch {
 	case err != nil:

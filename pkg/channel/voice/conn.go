@@ -18,7 +18,7 @@ import (
 
 	"agent/pkg/asr"
 	"agent/pkg/audio"
-	"agent/pkg/conversation"
+	"agent/pkg/turn"
 )
 
 // Channel is the conversation channel of voice turns.
@@ -62,7 +62,7 @@ type conn struct {
 	jobs       sync.WaitGroup
 
 	// Set by the hello, read-only afterwards.
-	in       conversation.Inbound
+	in       turn.Message
 	session  string
 	rate     int
 	maxBytes int    // PCM bytes per utterance
@@ -84,7 +84,7 @@ type conn struct {
 	gen       uint64     // bumped by each job and by cancel: stale jobs' frames are dropped
 	busy      bool
 	jobCancel context.CancelFunc
-	turnIn    *conversation.Inbound // the conversation turn in flight, for Cancel
+	turnIn    *turn.Message // the conversation turn in flight, for Cancel
 
 	utt           uint64             // bumped when an utterance ends or is dropped: stale partials are not sent
 	partialCancel context.CancelFunc // the partial transcription in flight, or nil
@@ -236,14 +236,14 @@ func (c *conn) hello() bool {
 	// A device speaks as its user or device name and is put to the DM
 	// policy; the console session is the operator, whatever the hello
 	// names (it proved admin-socket access to get its session).
-	in := conversation.Inbound{Channel: Channel, Profile: profile, Fast: true, Sender: sender, Device: m.Device}
+	in := turn.Message{Channel: Channel, Profile: profile, Fast: true, Sender: sender, Device: m.Device}
 	who := principals(m.Device, m.User)
 	if operator {
 		op := c.s.cfg.Operator
 		in.Channel, in.Sender = op.Channel, op.User
 		who = []string{op.Principal()}
 	}
-	key, err := conversation.Key(in)
+	key, err := c.key(in)
 	if err != nil {
 		return c.reject(CodeBadHello, "unusable user or device name: "+err.Error(), websocket.CloseProtocolError)
 	}
@@ -267,6 +267,15 @@ func (c *conn) hello() bool {
 	}
 	ws.SetReadLimit(c.s.lim.MaxMessage)
 	return true
+}
+
+// key is the conversation's name for in ("voice:boss"): the pipeline's,
+// which refuses names it cannot key; without one, channel:sender.
+func (c *conn) key(in turn.Message) (string, error) {
+	if t := c.s.cfg.Turns; t != nil {
+		return t.Key(in)
+	}
+	return in.Channel + ":" + in.Sender, nil
 }
 
 // refusal is why a client may not (or may no longer) talk: an error code,
@@ -732,7 +741,7 @@ func (c *conn) cancelAll() {
 	c.vad.reset()
 	c.dropPartial()
 	c.mu.Lock()
-	var in *conversation.Inbound
+	var in *turn.Message
 	if c.busy {
 		c.gen++
 		c.busy = false
@@ -741,8 +750,8 @@ func (c *conn) cancelAll() {
 		in, c.turnIn = c.turnIn, nil
 	}
 	c.mu.Unlock()
-	if in != nil && c.s.cfg.Cancel != nil {
-		c.s.cfg.Cancel(*in)
+	if in != nil && c.s.cfg.Turns != nil {
+		c.s.cfg.Turns.Cancel(*in)
 	}
 	c.log.Debug("voice turn cancelled", "in_turn", in != nil)
 }
@@ -830,14 +839,13 @@ func (c *conn) transcribe(ctx context.Context, gen uint64, rec Recognizer, sampl
 // fragments and notices as final:false pieces, then the whole reply as
 // the final one.
 func (c *conn) turn(ctx context.Context, gen uint64, text string) {
-	conv := c.s.cfg.Conversation
-	if conv == nil {
+	conv := c.s.cfg.Turns
+	if conv == nil || conv.Err() != nil {
 		c.sendLast(gen, errorFrame(CodeLLMUnavailable, "the conversation pipeline is not running (agentctl doctor)"))
 		return
 	}
 	in := c.in
 	in.Text = text
-	in.Stream = func(fragment string) { c.sendJob(gen, reply(fragment, false)) }
 	var mu sync.Mutex
 	var last string
 	var have bool
@@ -856,9 +864,9 @@ func (c *conn) turn(ctx context.Context, gen uint64, text string) {
 		c.turnIn = &in
 	}
 	c.mu.Unlock()
-	done, err := conv.Handle(ctx, in, rep)
-	if err == nil && !c.current(gen) && c.s.cfg.Cancel != nil {
-		c.s.cfg.Cancel(in) // cancelled while it was being submitted
+	done, err := conv.Handle(ctx, in, turn.Sink{Reply: rep, Stream: func(fragment string) { c.sendJob(gen, reply(fragment, false)) }})
+	if err == nil && !c.current(gen) {
+		conv.Cancel(in) // cancelled while it was being submitted
 	}
 	mu.Lock()
 	told := have

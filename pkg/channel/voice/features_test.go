@@ -15,6 +15,7 @@ import (
 	"agent/pkg/asr"
 	"agent/pkg/asr/asrtest"
 	"agent/pkg/audio"
+	"agent/pkg/conversation"
 	"agent/pkg/nativetest"
 	"agent/pkg/vad"
 	"agent/pkg/vad/vadtest"
@@ -207,7 +208,7 @@ func TestPartialCancelledAtEnd(t *testing.T) {
 
 func TestSpokenRepliesByConfig(t *testing.T) {
 	needEspeak(t)
-	_, hs := newServer(t, Config{Conversation: &fakeConv{}, Defaults: func() Defaults { return Defaults{TTS: true, TTSVoice: "en-us"} }})
+	_, hs := newServer(t, Config{Turns: conversation.Turns(&fakeConv{}, nil, nil), Defaults: func() Defaults { return Defaults{TTS: true, TTSVoice: "en-us"} }})
 	c := dial(t, hs)
 	c.ready(nil) // no "tts": the configured default speaks
 	c.send(map[string]string{"type": "text", "text": "lights on"})

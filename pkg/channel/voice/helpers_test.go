@@ -17,7 +17,9 @@ import (
 	"github.com/gorilla/websocket"
 
 	"agent/pkg/asr"
+	"agent/pkg/channel"
 	"agent/pkg/conversation"
+	"agent/pkg/turn"
 )
 
 // frame is any server frame.
@@ -310,3 +312,11 @@ func silence(d time.Duration, rate int) []float32 {
 }
 
 func errorsAs(err error, target any) bool { return errors.As(err, target) }
+
+// cancelTurns are turns whose Cancel reports the cancelled message's text.
+type cancelTurns struct {
+	channel.Turns
+	cancelled chan string
+}
+
+func (c cancelTurns) Cancel(m turn.Message) { c.cancelled <- m.Text }

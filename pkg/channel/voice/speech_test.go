@@ -16,6 +16,7 @@ import (
 	"agent/pkg/asr"
 	"agent/pkg/asr/asrtest"
 	"agent/pkg/audio"
+	"agent/pkg/conversation"
 )
 
 // Speech through the whole channel: espeak-ng English and Mandarin, sent
@@ -95,7 +96,7 @@ func TestSpeechEndToEnd(t *testing.T) {
 			if tc.rate != 16000 {
 				in = audio.Resample(in, 16000, tc.rate)
 			}
-			cfg := Config{ASR: func() Recognizer { return rec }, Conversation: &fakeConv{}, VAD: sileroConfig(t), Defaults: partialsOn}
+			cfg := Config{ASR: func() Recognizer { return rec }, Turns: conversation.Turns(&fakeConv{}, nil, nil), VAD: sileroConfig(t), Defaults: partialsOn}
 			_, hs := newServer(t, cfg)
 			c := dial(t, hs)
 			c.ready(map[string]any{"sample_rate": tc.rate})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"agent/pkg/conversation"
 	"agent/pkg/nativetest"
 )
 
@@ -103,7 +104,7 @@ func checkWAV(t *testing.T, b []byte, rate int) {
 
 func TestSpokenReply(t *testing.T) {
 	needEspeak(t)
-	_, hs := newServer(t, Config{Conversation: &fakeConv{}})
+	_, hs := newServer(t, Config{Turns: conversation.Turns(&fakeConv{}, nil, nil)})
 	c := dial(t, hs)
 	c.ready(map[string]any{"tts": true})
 	for _, text := range []string{"turn the kitchen lights on", "and the hall"} {
@@ -124,7 +125,7 @@ func TestSpokenReply(t *testing.T) {
 }
 
 func TestSpokenRepliesOff(t *testing.T) {
-	_, hs := newServer(t, Config{Conversation: &fakeConv{}, TTS: TTSConfig{Command: "/nonexistent/espeak-ng"}})
+	_, hs := newServer(t, Config{Turns: conversation.Turns(&fakeConv{}, nil, nil), TTS: TTSConfig{Command: "/nonexistent/espeak-ng"}})
 	c := dial(t, hs)
 	c.ready(nil) // no tts: never synthesised (the command would fail)
 	for range 2 {
@@ -134,7 +135,7 @@ func TestSpokenRepliesOff(t *testing.T) {
 }
 
 func TestSpokenReplyUnavailable(t *testing.T) {
-	_, hs := newServer(t, Config{Conversation: &fakeConv{}, TTS: TTSConfig{Command: "/nonexistent/espeak-ng"}})
+	_, hs := newServer(t, Config{Turns: conversation.Turns(&fakeConv{}, nil, nil), TTS: TTSConfig{Command: "/nonexistent/espeak-ng"}})
 	c := dial(t, hs)
 	c.ready(map[string]any{"tts": true})
 	for range 2 { // the connection stays usable
@@ -148,7 +149,7 @@ func TestSpokenReplyUnavailable(t *testing.T) {
 
 func TestSpokenReplyBadVoice(t *testing.T) {
 	needEspeak(t)
-	_, hs := newServer(t, Config{Conversation: &fakeConv{}})
+	_, hs := newServer(t, Config{Turns: conversation.Turns(&fakeConv{}, nil, nil)})
 	c := dial(t, hs)
 	if f := c.hello(map[string]any{"tts": true, "voice": "--help"}); f.Code != CodeBadHello || !f.Fatal {
 		t.Fatalf("voice --help answered %+v", f)
@@ -162,7 +163,7 @@ func TestSpokenReplyBadVoice(t *testing.T) {
 
 func TestCancelDuringSpokenReply(t *testing.T) {
 	needEspeak(t)
-	s, hs := newServer(t, Config{Conversation: &fakeConv{}})
+	s, hs := newServer(t, Config{Turns: conversation.Turns(&fakeConv{}, nil, nil)})
 	streaming := make(chan struct{})
 	var held atomic.Bool
 	s.chunkHook = func(ctx context.Context, i int) {

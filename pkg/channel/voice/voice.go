@@ -33,18 +33,13 @@ import (
 	"github.com/gorilla/websocket"
 
 	"agent/pkg/asr"
+	"agent/pkg/channel"
 	"agent/pkg/connlimit"
-	"agent/pkg/conversation"
 )
 
 // Recognizer transcribes 16 kHz mono float32 audio (*asr.Recognizer).
 type Recognizer interface {
 	Transcribe(ctx context.Context, samples []float32) (asr.Result, error)
-}
-
-// Conversation runs turns (*conversation.Service).
-type Conversation interface {
-	Handle(ctx context.Context, in conversation.Inbound, reply conversation.Reply) (<-chan struct{}, error)
 }
 
 // Limits bound what one connection and the server may use. Zero fields
@@ -125,11 +120,9 @@ type Config struct {
 	Operator Identity
 	// ASR returns the recogniser, or nil while none is loaded.
 	ASR func() Recognizer
-	// Conversation runs turns; nil: turns get llm_unavailable.
-	Conversation Conversation
-	// Cancel stops the turn in flight for in's routing key (the runner's
-	// Cancel). nil: a cancelled turn runs on and its replies are dropped.
-	Cancel func(in conversation.Inbound)
+	// Turns runs turns, and cancels the one in flight for a routing key;
+	// nil or unavailable (Err): turns get llm_unavailable.
+	Turns channel.Turns
 	// Admit applies security.dm_policy to a device that passed the token
 	// check: principals are "voice:DEVICE" and/or "voice:USER", every one
 	// of which must be admitted (the names are claims: whoever holds the

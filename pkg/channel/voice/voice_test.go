@@ -19,8 +19,8 @@ import (
 	"agent/pkg/conversation"
 )
 
-func fakeConfig(rec Recognizer, conv Conversation) Config {
-	cfg := Config{Conversation: conv, VAD: VADConfig{Silence: -1}}
+func fakeConfig(rec Recognizer, conv conversation.Handler) Config {
+	cfg := Config{Turns: conversation.Turns(conv, nil, nil), VAD: VADConfig{Silence: -1}}
 	if rec != nil {
 		cfg.ASR = func() Recognizer { return rec }
 	}
@@ -303,7 +303,7 @@ func TestBusyAndCancel(t *testing.T) {
 	conv := &fakeConv{gate: make(chan struct{}), started: make(chan string, 4)}
 	cancelled := make(chan string, 4)
 	cfg := fakeConfig(&fakeASR{text: "x"}, conv)
-	cfg.Cancel = func(in conversation.Inbound) { cancelled <- in.Text }
+	cfg.Turns = cancelTurns{cfg.Turns, cancelled}
 	_, hs := newServer(t, cfg)
 	c := dial(t, hs)
 	c.ready(nil)

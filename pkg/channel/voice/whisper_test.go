@@ -12,6 +12,7 @@ import (
 	"agent/pkg/asr"
 	"agent/pkg/asr/asrtest"
 	"agent/pkg/audio"
+	"agent/pkg/conversation"
 )
 
 // These tests run the real whisper.cpp path with the random-weight tiny
@@ -52,7 +53,7 @@ const sentence = "Please turn on the kitchen light and tell me tomorrow's weathe
 
 func whisperConfig(tb testing.TB, vad VADConfig) Config {
 	rec := whisper(tb)
-	return Config{ASR: func() Recognizer { return rec }, Conversation: &fakeConv{}, VAD: vad}
+	return Config{ASR: func() Recognizer { return rec }, Turns: conversation.Turns(&fakeConv{}, nil, nil), VAD: vad}
 }
 
 // TestWhisperUtterance: espeak speech in 20 ms frames, then end: a final

@@ -10,12 +10,13 @@ import (
 	"sync"
 	"time"
 
-	"agent/pkg/asr"
 	"agent/pkg/channel"
+	"agent/pkg/channelhost"
 	"agent/pkg/clip"
 	"agent/pkg/egress"
 	"agent/pkg/fleet"
 	"agent/pkg/tools"
+	"agent/pkg/turn"
 	wx "agent/pkg/wecom"
 )
 
@@ -25,9 +26,9 @@ import (
 // the API's upload and the outbox.
 
 var (
-	_ channel.Channel      = (*App)(nil)
-	_ channel.MediaSender  = (*App)(nil)
-	_ channel.ToolProvider = (*App)(nil)
+	_ channel.Channel          = (*App)(nil)
+	_ channel.MediaSender      = (*App)(nil)
+	_ channelhost.ToolProvider = (*App)(nil)
 )
 
 // sendAttempts is how often the API client itself retries a call (short
@@ -36,7 +37,7 @@ const sendAttempts = 2
 
 // App is the running WeCom app channel.
 type App struct {
-	host    channel.Host
+	host    channelhost.Env
 	handler *Handler
 	client  *wx.Client
 	inbox   *Inbox
@@ -44,14 +45,8 @@ type App struct {
 	proc    *Processor // nil while the conversation pipeline is unavailable
 }
 
-// recognizerSource is what the local models offer voice messages
-// (localmodels.Set); the recogniser is nil until loaded.
-type recognizerSource interface {
-	Recognizer() *asr.Recognizer
-}
-
-// Build makes the channel when wecom.enabled (channel.Build).
-func Build(_ context.Context, h channel.Host) (channel.Channel, error) {
+// Build makes the channel when wecom.enabled (channelhost.Build).
+func Build(_ context.Context, h channelhost.Env) (channel.Channel, error) {
 	cfg := h.Config()
 	if !cfg.WeCom.Enabled {
 		return nil, nil
@@ -76,12 +71,12 @@ func Build(_ context.Context, h channel.Host) (channel.Channel, error) {
 	c.outbox = NewOutbox(h.DB, OutboxConfig{API: client, Logger: logger, Scrub: h.Scrub})
 	c.handler = &Handler{Crypto: crypto, Inbox: c.inbox, Logger: logger}
 	var conv *Processor
-	if h.Assistant.Conversation() != nil {
+	if h.Turns.Err() == nil {
 		conv = NewProcessor(ProcessorConfig{
-			Inbox: c.inbox, Outbox: c.outbox, Conversation: h.Assistant.Conversation(),
+			Inbox: c.inbox, Outbox: c.outbox, Conversation: h.Turns,
 			Pairing: h.Gate.Pairings, Policy: h.Gate.Policy,
 			Debounce: cfg.WeCom.Debounce.Duration, Logger: logger,
-			Media: client, Uploads: h.Assistant.Spaces(), ASR: c.recognizer,
+			Media: client, Uploads: h.Files, ASR: c.recognizer,
 			Vision:        func() bool { return h.Config().LLM.Vision },
 			ProgressAfter: func() time.Duration { return h.Config().WeCom.ProgressAfter.Duration },
 		})
@@ -89,7 +84,7 @@ func Build(_ context.Context, h channel.Host) (channel.Channel, error) {
 	} else {
 		// Callbacks are still acknowledged and kept; they are answered
 		// once the pipeline starts (after the cause is fixed).
-		logger.Error("wecom messages are stored but not answered: the conversation pipeline is unavailable", "err", h.Assistant.Err())
+		logger.Error("wecom messages are stored but not answered: the conversation pipeline is unavailable", "err", h.Turns.Err())
 	}
 	c.proc = conv
 	if fl := h.Fleet; fl != nil {
@@ -108,8 +103,8 @@ func Build(_ context.Context, h channel.Host) (channel.Channel, error) {
 
 // recognizer is the loaded speech recogniser, or nil.
 func (c *App) recognizer() Recognizer {
-	if src, ok := c.host.Models.(recognizerSource); ok {
-		if r := src.Recognizer(); r != nil {
+	if c.host.Models != nil {
+		if r := c.host.Models.Recognizer(); r != nil {
 			return r
 		}
 	}
@@ -159,7 +154,7 @@ func (c *App) Send(ctx context.Context, to, text string) error {
 // SendMedia uploads a file (image, file, video) and queues it, or queues a
 // link card, in order with the user's text replies (the send_* tools'
 // path).
-func (c *App) SendMedia(ctx context.Context, to string, m channel.Media) error {
+func (c *App) SendMedia(ctx context.Context, to string, m turn.Media) error {
 	return c.toolDeps().sendMedia(ctx, strings.TrimPrefix(to, Channel+":"), m)
 }
 
@@ -175,7 +170,7 @@ func (c *App) deliver(ctx context.Context, to string, m OutMedia) error {
 // Tools are send_image, send_file, send_video and send_link on the
 // callers' folders.
 func (c *App) Tools() []tools.Tool {
-	if c.host.Assistant.Spaces() == nil {
+	if c.host.Spaces == nil {
 		return nil
 	}
 	return MediaTools(c.toolDeps())
@@ -185,13 +180,13 @@ func (c *App) Tools() []tools.Tool {
 // and the channel's delivery.
 func (c *App) toolDeps() ToolDeps {
 	d := ToolDeps{
-		Recipients: c.host.Assistant.Recipients(),
+		Recipients: c.host.Recipients,
 		Upload: func(ctx context.Context, kind, name string, r io.Reader, size int64) (string, error) {
 			return c.client.UploadMedia(ctx, kind, name, r, size)
 		},
 		Deliver: c.deliver,
 	}
-	if sp := c.host.Assistant.Spaces(); sp != nil {
+	if sp := c.host.Spaces; sp != nil {
 		d.Open = sp.Open
 	}
 	return d

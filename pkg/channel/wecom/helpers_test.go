@@ -16,6 +16,7 @@ import (
 	"agent/pkg/conversation"
 	"agent/pkg/pairing"
 	"agent/pkg/store"
+	"agent/pkg/store/storetest"
 	wx "agent/pkg/wecom"
 	"agent/pkg/wecom/wecomtest"
 )
@@ -27,10 +28,6 @@ const (
 	testCorpID = "wx5823bf96d3bd56c7"
 	testAgent  = 1000002
 )
-
-func openStore(dir string) (*store.Store, error) {
-	return store.Open(context.Background(), filepath.Join(dir, store.FileName), nil, store.Options{})
-}
 
 func mustCrypto(tb testing.TB) *wx.Crypto {
 	tb.Helper()
@@ -150,15 +147,12 @@ func newRig(t *testing.T, path string, configure ...func(*ProcessorConfig)) *rig
 // open (re)opens the database and builds the channel on it.
 func (r *rig) open() {
 	r.t.Helper()
-	st, err := store.Open(context.Background(), r.path, nil, store.Options{})
-	if err != nil {
-		r.t.Fatal(err)
-	}
+	st := storetest.OpenAt(r.t, r.path)
 	r.st, r.db = st, st.DB()
 	r.inbox = NewInbox(r.db, r.clock)
 	r.outbox = NewOutbox(r.db, OutboxConfig{API: r.client, Clock: r.clock})
 	pc := ProcessorConfig{
-		Inbox: r.inbox, Outbox: r.outbox, Conversation: r.conv, Pairing: pairing.New(r.db, r.clock.Now),
+		Inbox: r.inbox, Outbox: r.outbox, Conversation: conversation.Turns(r.conv, nil, nil), Pairing: pairing.New(r.db, r.clock.Now),
 		Policy: func() pairing.Policy { return *r.policy.Load() }, Debounce: 3 * time.Second, Clock: r.clock,
 	}
 	if r.configure != nil {

@@ -9,12 +9,12 @@ import (
 	"sync"
 	"time"
 
+	"agent/pkg/channel"
 	"agent/pkg/channel/gate"
 	"agent/pkg/channel/mailbox"
 	"agent/pkg/clock"
-	"agent/pkg/conversation"
-	"agent/pkg/llm"
 	"agent/pkg/pairing"
+	"agent/pkg/turn"
 	wx "agent/pkg/wecom"
 )
 
@@ -27,16 +27,11 @@ const DefaultDebounce = 3 * time.Second
 // maxBatch bounds how many messages of one sender make one turn.
 const maxBatch = 20
 
-// Conversation runs turns (*conversation.Service).
-type Conversation interface {
-	Handle(ctx context.Context, in conversation.Inbound, reply conversation.Reply) (<-chan struct{}, error)
-}
-
 // ProcessorConfig configures a Processor.
 type ProcessorConfig struct {
 	Inbox        *Inbox
 	Outbox       *Outbox
-	Conversation Conversation
+	Conversation channel.Turns
 	Pairing      *pairing.Store
 	// Policy returns the DM policy in force (read per turn, so a reload
 	// applies at once).
@@ -223,7 +218,7 @@ func (p *Processor) turn(ctx context.Context, b *batch) error {
 		return err
 	}
 	var texts, notices []string
-	var images []llm.Part
+	var images []turn.Attachment
 	substantive := false // notes on failed media alone make no turn
 	for _, r := range b.rows {
 		t, note := r.content, false
@@ -253,10 +248,10 @@ func (p *Processor) turn(ctx context.Context, b *batch) error {
 		}
 		return p.commit(ctx, b, state, textItems(notices))
 	}
-	in := conversation.Inbound{Channel: Channel, ChatType: conversation.P2P, Sender: b.sender, Text: strings.Join(texts, "\n"), Images: images,
-		MsgID: fmt.Sprintf("inbox:%d", b.rows[len(b.rows)-1].id)}
+	in := turn.Message{Channel: Channel, Sender: b.sender, Text: strings.Join(texts, "\n"), Attachments: images,
+		ID: fmt.Sprintf("inbox:%d", b.rows[len(b.rows)-1].id)}
 	if b.chatID != "" {
-		in.ChatType, in.ChatID = conversation.Group, b.chatID
+		in.Group, in.Chat = true, b.chatID
 	}
 	sink := &turnSink{items: textItems(notices)}
 	p.mu.Lock()
@@ -278,10 +273,10 @@ func (p *Processor) turn(ctx context.Context, b *batch) error {
 			p.sinks[b.sender] = list
 		}
 	}()
-	done, err := p.cfg.Conversation.Handle(ctx, in, func(_ context.Context, text string) error {
+	done, err := p.cfg.Conversation.Handle(ctx, in, turn.Sink{Reply: func(_ context.Context, text string) error {
 		sink.add(outItem{text: text})
 		return nil
-	})
+	}})
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}

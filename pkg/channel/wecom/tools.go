@@ -11,10 +11,10 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"agent/pkg/channel"
 	"agent/pkg/channel/upload"
 	"agent/pkg/recipient"
 	"agent/pkg/tools"
+	"agent/pkg/turn"
 	wx "agent/pkg/wecom"
 )
 
@@ -162,7 +162,7 @@ func (d ToolDeps) sendFile(ctx context.Context, call tools.Call, kind, p, to, ti
 	if err := wx.CheckMedia(kind, name, fi.Size()); err != nil {
 		return "", fmt.Errorf("%s not sent, nothing uploaded: %s", p, mediaProblem(kind, name, fi.Size(), err))
 	}
-	if err := d.sendMedia(ctx, to, channel.Media{Kind: kind, Name: name, Body: f, Size: fi.Size(), Title: title, Description: description}); err != nil {
+	if err := d.sendMedia(ctx, to, turn.Media{Kind: kind, Name: name, Body: f, Size: fi.Size(), Title: title, Description: description}); err != nil {
 		return "", fmt.Errorf("%s %w", p, err)
 	}
 	return fmt.Sprintf("%s %s (%s) queued for %s", kind, p, upload.SizeText(int(fi.Size())), to), nil
@@ -172,7 +172,7 @@ func (d ToolDeps) sendFile(ctx context.Context, call tools.Call, kind, p, to, ti
 // a link card, in order with the user's text replies: the channel's
 // SendMedia and the send_* tools. A file's errors say whether it was
 // uploaded ("not sent: ...", "uploaded but not queued: ...").
-func (d ToolDeps) sendMedia(ctx context.Context, to string, m channel.Media) error {
+func (d ToolDeps) sendMedia(ctx context.Context, to string, m turn.Media) error {
 	out := OutMedia{Kind: m.Kind, Title: m.Title, Description: m.Description, URL: m.URL, PicURL: m.PicURL}
 	if m.Kind == kindLink {
 		return d.Deliver(ctx, to, out)
@@ -236,7 +236,7 @@ func (d ToolDeps) sendLink(ctx context.Context, call tools.Call, a sendLinkArgs)
 	if err := checkURL("pic_url", a.PicURL, false); err != nil {
 		return "", err
 	}
-	m := channel.Media{Kind: kindLink, Title: a.Title, Description: a.Description, URL: strings.TrimSpace(a.URL), PicURL: strings.TrimSpace(a.PicURL)}
+	m := turn.Media{Kind: kindLink, Title: a.Title, Description: a.Description, URL: strings.TrimSpace(a.URL), PicURL: strings.TrimSpace(a.PicURL)}
 	if err := d.sendMedia(ctx, to, m); err != nil {
 		return "", fmt.Errorf("link not queued: %w", err)
 	}

@@ -27,12 +27,11 @@ import (
 	"agent/pkg/channel/gate"
 	"agent/pkg/channel/mailbox"
 	"agent/pkg/channel/upload"
+	"agent/pkg/channelhost"
 	"agent/pkg/clip"
 	"agent/pkg/clock"
 	"agent/pkg/egress"
 	"agent/pkg/fleet"
-	"agent/pkg/health"
-	"agent/pkg/metrics"
 	"agent/pkg/wecom/aibot"
 )
 
@@ -51,7 +50,7 @@ var (
 
 // Bot is the running channel.
 type Bot struct {
-	host    channel.Host
+	host    channelhost.Env
 	client  *aibot.Client // nil on a box of a fleet that is not its ingress
 	inbox   *mailbox.Inbox
 	outbox  *mailbox.Outbox // pushes: late replies, the message tool, jobs
@@ -64,7 +63,7 @@ type Bot struct {
 
 	// streams observes how long reply streams stayed open, by how they
 	// ended (finished, limit, broken); nil without metrics.
-	streams map[string]*metrics.Histogram
+	streams map[string]func(float64)
 
 	// In a fleet (fleet.go): the link, the ingress's forward queue and
 	// the req_ids its connection received.
@@ -87,8 +86,8 @@ const (
 // streamBuckets are the stream-duration histogram's bounds, in seconds.
 var streamBuckets = []float64{0.5, 1, 2, 5, 10, 20, 30, 60, 120, 240, 330, 360}
 
-// Build makes the channel when wecom_bot.enabled (channel.Build).
-func Build(_ context.Context, h channel.Host) (channel.Channel, error) {
+// Build makes the channel when wecom_bot.enabled (channelhost.Build).
+func Build(_ context.Context, h channelhost.Env) (channel.Channel, error) {
 	cfg := h.Config()
 	if h.Fleet != nil && !h.Fleet.Ingress() {
 		// WeCom keeps one long connection per bot: the ingress box's.
@@ -115,14 +114,15 @@ type Options struct {
 }
 
 // New builds the channel on h's [wecom_bot].
-func New(h channel.Host, o Options) (*Bot, error) {
+func New(h channelhost.Env, o Options) (*Bot, error) {
 	cfg := h.Config().WeComBot
 	logger := h.Logger.With("component", Name)
-	b := &Bot{host: h, logger: logger, clock: clock.Or(h.Clock), welcome: cfg.Welcome}
-	b.inbox = mailbox.NewInbox(h.DB, Name, h.Clock)
-	b.media = newFetcher(filepath.Join(h.Config().Agent.StateDir, Name, "media"), cfg.URL, h.Egress, h.Clock, logger)
-	if sp := h.Assistant.Spaces(); sp != nil {
-		b.keeper = upload.Keeper{Store: sp, Vision: func() bool { return h.Config().LLM.Vision }, Logger: logger}
+	clk := h.TimerClock()
+	b := &Bot{host: h, logger: logger, clock: clk, welcome: cfg.Welcome}
+	b.inbox = mailbox.NewInbox(h.DB, Name, clk)
+	b.media = newFetcher(filepath.Join(h.Config().Agent.StateDir, Name, "media"), cfg.URL, h.Egress, clk, logger)
+	if h.Files != nil {
+		b.keeper = upload.Keeper{Store: h.Files, Vision: func() bool { return h.Config().LLM.Vision }, Logger: logger}
 	}
 	b.fleet = h.Fleet
 	if b.fleet == nil || b.fleet.Ingress() {
@@ -131,23 +131,23 @@ func New(h channel.Host, o Options) (*Bot, error) {
 			dialer = &websocket.Dialer{HandshakeTimeout: 20 * time.Second, NetDialContext: h.Egress.Dialer(egress.WeComBot), Proxy: h.Egress.ProxyFor(egress.WeComBot)}
 		}
 		b.client = aibot.New(aibot.Config{URL: cfg.URL, BotID: cfg.BotID, Secret: cfg.Secret, Dialer: dialer,
-			Handle: b.handle, Heartbeat: o.Heartbeat, MinBackoff: o.MinBackoff, Clock: h.Clock, Logger: logger})
+			Handle: b.handle, Heartbeat: o.Heartbeat, MinBackoff: o.MinBackoff, Clock: clk, Logger: logger})
 	}
 	if b.fleet != nil {
 		b.fleet.Handle(Name, b.fromFleet)
 		if b.client != nil {
-			b.fwd = mailbox.NewInbox(h.DB, forwardChannel, h.Clock)
+			b.fwd = mailbox.NewInbox(h.DB, forwardChannel, clk)
 			b.fwdWake = make(chan struct{}, 1)
 			b.live.ttl = liveTTL(o)
 		}
 		logger.Info("wecom_bot in a fleet", "box", b.fleet.Box(), "holds_connection", b.client != nil)
 	}
 	b.outbox = mailbox.NewOutbox(h.DB, mailbox.OutboxConfig{Channel: Name, Send: b.push, Permanent: permanent,
-		Redact: h.Scrub, Clock: h.Clock, Logger: logger})
-	if conv := h.Assistant.Conversation(); conv != nil {
-		b.proc = newProcessor(b, conv, o)
+		Redact: h.Scrub, Clock: clk, Logger: logger})
+	if err := h.Turns.Err(); err == nil {
+		b.proc = newProcessor(b, h.Turns, o)
 	} else {
-		logger.Error("wecom_bot messages are stored but not answered: the conversation pipeline is unavailable", "err", h.Assistant.Err())
+		logger.Error("wecom_bot messages are stored but not answered: the conversation pipeline is unavailable", "err", err)
 	}
 	if b.client == nil {
 		return b, nil // the connection's checks and figures are the ingress's
@@ -162,10 +162,10 @@ func New(h channel.Host, o Options) (*Bot, error) {
 			func() float64 { return float64(b.client.Status().FramesOut) })
 		h.Metrics.GaugeFunc("agent_wecom_bot_reconnects", "Reconnections of the WeCom AI Bot connection since start.", nil,
 			func() float64 { return float64(b.client.Status().Reconnects) })
-		b.streams = map[string]*metrics.Histogram{}
+		b.streams = map[string]func(float64){}
 		for _, end := range []string{endFinished, endLimit, endBroken} {
 			b.streams[end] = h.Metrics.Histogram("agent_wecom_bot_stream_seconds", "How long WeCom AI Bot reply streams stayed open (first frame to the last), by how they ended.",
-				metrics.Labels{"end": end}, streamBuckets)
+				streamBuckets, map[string]string{"end": end})
 		}
 		h.Metrics.GaugeFunc("agent_wecom_bot_connected", "1 while the WeCom AI Bot connection is subscribed.", nil,
 			func() float64 {
@@ -217,9 +217,9 @@ func (b *Bot) healthCheck(context.Context) error {
 		return nil
 	}
 	if s.LastError != "" {
-		return fmt.Errorf("%w: the WeCom AI Bot connection is %s since %s: %s", health.ErrDegraded, s.State, s.Since.Format(time.RFC3339), s.LastError)
+		return fmt.Errorf("%w: the WeCom AI Bot connection is %s since %s: %s", channel.ErrDegraded, s.State, s.Since.Format(time.RFC3339), s.LastError)
 	}
-	return fmt.Errorf("%w: the WeCom AI Bot connection is %s since %s", health.ErrDegraded, s.State, s.Since.Format(time.RFC3339))
+	return fmt.Errorf("%w: the WeCom AI Bot connection is %s since %s", channel.ErrDegraded, s.State, s.Since.Format(time.RFC3339))
 }
 
 // Run keeps the connection, the processor and the push queue going until

@@ -17,7 +17,7 @@ import (
 	"agent/pkg/fleet"
 	"agent/pkg/fleet/natstest"
 	"agent/pkg/pairing"
-	"agent/pkg/store"
+	"agent/pkg/store/storetest"
 	"agent/pkg/wecom/aibot"
 	"agent/pkg/wecom/aibottest"
 )
@@ -37,11 +37,7 @@ func (c *answerConv) Handle(ctx context.Context, in conversation.Inbound, reply 
 // connection, no fleet: the test sets them), every sender admitted.
 func storeBot(t *testing.T) (*Bot, *processor, *answerConv) {
 	t.Helper()
-	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), store.FileName), nil, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := storetest.Open(t)
 	b := &Bot{logger: slog.New(slog.DiscardHandler), clock: clock.Real()}
 	b.host.DB = st.DB()
 	b.host.Gate = gate.Gate{Pairings: pairing.New(st.DB(), time.Now),
@@ -50,7 +46,7 @@ func storeBot(t *testing.T) (*Bot, *processor, *answerConv) {
 	b.outbox = mailbox.NewOutbox(st.DB(), mailbox.OutboxConfig{Channel: Name, Send: func(context.Context, mailbox.Message) error { return nil }})
 	b.media = newFetcher(filepath.Join(t.TempDir(), "spool"), "ws://127.0.0.1:1", nil, nil, b.logger)
 	conv := &answerConv{}
-	p := &processor{b: b, conv: conv, policy: b.host.Gate, every: 400 * time.Millisecond, limit: streamLimit(Options{}), wakeCh: make(chan struct{}, 1)}
+	p := &processor{b: b, conv: conversation.Turns(conv, nil, nil), policy: b.host.Gate, every: 400 * time.Millisecond, limit: streamLimit(Options{}), wakeCh: make(chan struct{}, 1)}
 	b.proc = p
 	return b, p, conv
 }

@@ -10,19 +10,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"agent/pkg/channel"
 	"agent/pkg/channel/gate"
 	"agent/pkg/channel/mailbox"
 	"agent/pkg/channel/upload"
-	"agent/pkg/conversation"
-	"agent/pkg/llm"
 	"agent/pkg/pairing"
+	"agent/pkg/turn"
 	"agent/pkg/wecom/aibot"
 )
-
-// Conversation runs turns (*conversation.Service).
-type Conversation interface {
-	Handle(ctx context.Context, in conversation.Inbound, reply conversation.Reply) (<-chan struct{}, error)
-}
 
 // processor turns pending inbox rows into turns, one turn at a time per
 // conversation, in arrival order. Messages that queued up while a turn ran
@@ -30,7 +25,7 @@ type Conversation interface {
 // newest one: a flood from one user costs one turn, not one per message.
 type processor struct {
 	b      *Bot
-	conv   Conversation
+	conv   channel.Turns
 	policy gate.Gate
 	every  time.Duration
 	limit  time.Duration
@@ -54,7 +49,7 @@ func streamLimit(o Options) time.Duration {
 	return o.StreamLimit
 }
 
-func newProcessor(b *Bot, conv Conversation, o Options) *processor {
+func newProcessor(b *Bot, conv channel.Turns, o Options) *processor {
 	if o.StreamEvery <= 0 {
 		o.StreamEvery = 400 * time.Millisecond
 	}
@@ -129,7 +124,7 @@ func (p *processor) turn(ctx context.Context, rows []mailbox.Row) error {
 		return err
 	}
 	var texts, notices []string
-	var images []llm.Part
+	var images []turn.Attachment
 	substantive := false // notes on failed media alone make no turn
 	for _, row := range rows {
 		if t := strings.TrimSpace(row.Content); t != "" {
@@ -162,11 +157,12 @@ func (p *processor) turn(ctx context.Context, rows []mailbox.Row) error {
 		}
 		return p.commit(ctx, rows, state, strings.Join(notices, "\n\n"))
 	}
-	in := conversation.Inbound{Channel: scope, Profile: scope, ChatType: conversation.P2P, Sender: r.Sender, Text: strings.Join(texts, "\n"), Images: images,
-		MsgID: fmt.Sprintf("inbox:%d", r.ID)}
+	in := turn.Message{Channel: scope, Profile: scope, Sender: r.Sender, Text: strings.Join(texts, "\n"), Attachments: images,
+		ID: fmt.Sprintf("inbox:%d", r.ID)}
 	if r.ChatID != "" {
-		in.ChatType, in.ChatID = conversation.Group, r.ChatID
+		in.Group, in.Chat = true, r.ChatID
 	}
+	var sink turn.Sink
 	// A message that arrived on an earlier connection (answered after a
 	// reconnect or a restart), or too long ago for a stream, is answered
 	// by push: its req_id belonged to that connection.
@@ -174,14 +170,14 @@ func (p *processor) turn(ctx context.Context, rows []mailbox.Row) error {
 	if p.streamable(r, sr) {
 		st = newStream(p.b, sr, "s_"+sr.MsgID, p.every, p.limit)
 		st.start(ctx)
-		in.Stream = st.add
-		in.Progress = st.progress
+		sink.Stream = st.add
+		sink.Progress = st.progress
 	}
 	var mu sync.Mutex
 	replies := notices // the user reads why an attachment was not read first
 	var held atomic.Bool
-	in.OnHeld = func() { held.Store(true) }
-	done, err := p.conv.Handle(ctx, in, func(_ context.Context, text string) error {
+	sink.Held = func() { held.Store(true) }
+	sink.Reply = func(_ context.Context, text string) error {
 		mu.Lock()
 		replies = append(replies, text)
 		joined := strings.Join(replies, "\n\n")
@@ -190,7 +186,8 @@ func (p *processor) turn(ctx context.Context, rows []mailbox.Row) error {
 			st.setReply(joined)
 		}
 		return nil
-	})
+	}
+	done, err := p.conv.Handle(ctx, in, sink)
 	if err == nil {
 		select {
 		case <-done:

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"agent/pkg/clip"
-	"agent/pkg/conversation"
+	"agent/pkg/turn"
 )
 
 // maxStreamBytes bounds what one stream shows; a longer reply goes out by
@@ -68,7 +68,7 @@ const maxSteps = 3
 // progress is conversation.Inbound.Progress: a tool started or ended. The
 // stream shows the last few as status lines above the text; the finished
 // reply drops them.
-func (s *stream) progress(p conversation.ToolProgress) {
+func (s *stream) progress(p turn.Progress) {
 	line := "⏳ " + p.Tool + "…"
 	switch {
 	case p.Done && p.Failed:
@@ -197,7 +197,7 @@ func (s *stream) finish(ctx context.Context, full string) string {
 	opened := s.opened
 	s.mu.Unlock()
 	if h := s.b.streams[end]; h != nil && !opened.IsZero() {
-		h.Observe(s.b.clock.Now().Sub(opened).Seconds())
+		h(s.b.clock.Now().Sub(opened).Seconds())
 	}
 	return rest
 }
