@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,7 +16,7 @@ import (
 	"agent/pkg/llm/llmtest"
 	"agent/pkg/recipient"
 	"agent/pkg/session"
-	"agent/pkg/store"
+	"agent/pkg/store/storetest"
 	"agent/pkg/tools"
 )
 
@@ -53,11 +52,7 @@ func newHarness(t *testing.T, cfg Config, replies ...llmtest.Reply) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err := store.Open(context.Background(), filepath.Join(t.TempDir(), store.FileName), nil, store.Options{})
-	if err != nil {
-		t.Fatalf("store.Open: %v", err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := storetest.Open(t)
 	clk := clock.NewFake(turnStart)
 	sessions := session.New(db.DB(), clk.Now)
 	reg := tools.NewRegistry()

@@ -3,14 +3,13 @@ package agent
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
 	"agent/pkg/llm"
 	"agent/pkg/session"
-	"agent/pkg/store"
+	"agent/pkg/store/storetest"
 	"agent/pkg/tools"
 )
 
@@ -40,11 +39,7 @@ func (f fakeLLM) Stream(ctx context.Context, req llm.Request, fn func(llm.Delta)
 // turns run before the timed loop.
 func BenchmarkLoopOverhead(b *testing.B) {
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(b.TempDir(), store.FileName), nil, store.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
+	db := storetest.Open(b)
 	sessions := session.New(db.DB(), nil)
 	key, _ := session.P2P("wecom", "bench")
 	sess, err := sessions.Current(ctx, key)

@@ -3,7 +3,6 @@ package assistant
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"agent/pkg/config"
 	"agent/pkg/conversation"
 	"agent/pkg/store"
+	"agent/pkg/store/storetest"
 )
 
 func testStore(t testing.TB, cfg *config.Config) *store.Store {
@@ -20,11 +20,7 @@ func testStore(t testing.TB, cfg *config.Config) *store.Store {
 	if err := os.MkdirAll(cfg.Agent.StateDir, 0o750); err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.Open(context.Background(), filepath.Join(cfg.Agent.StateDir, store.FileName), slog.New(slog.DiscardHandler), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := storetest.OpenAt(t, filepath.Join(cfg.Agent.StateDir, store.FileName))
 	return st
 }
 

@@ -13,16 +13,12 @@ import (
 	"agent/pkg/clock"
 	"agent/pkg/llm"
 	"agent/pkg/store"
+	"agent/pkg/store/storetest"
 )
 
 func openStore(t *testing.T, path string) *store.Store {
 	t.Helper()
-	st, err := store.Open(context.Background(), path, nil, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st
+	return storetest.OpenAt(t, path)
 }
 
 // rig runs a Backlog whose model is down until up is closed.

@@ -2,13 +2,12 @@ package backlog
 
 import (
 	"context"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"agent/pkg/llm"
-	"agent/pkg/store"
+	"agent/pkg/store/storetest"
 )
 
 // A held turn whose replay keeps failing with an outage-class error while
@@ -17,11 +16,7 @@ import (
 // is retried forever at the head of the global queue: no other
 // conversation's held turn is ever run. There is no cap on tries or age.
 func TestOneStuckTurnBlocksEveryConversation(t *testing.T) {
-	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), store.FileName), nil, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.Open(t)
 	var mu sync.Mutex
 	tries := map[string]int{}
 	answered := make(chan string, 4)

@@ -14,7 +14,7 @@ import (
 	"agent/pkg/embed"
 	"agent/pkg/embed/embedtest"
 	"agent/pkg/onnxrt"
-	"agent/pkg/store"
+	"agent/pkg/store/storetest"
 )
 
 // testEmbedder is the generated random-weight model of the bge shape, mean
@@ -52,11 +52,7 @@ type rig struct {
 }
 
 func newRig(t *testing.T) *rig {
-	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), store.FileName), nil, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := storetest.Open(t)
 	emb := testEmbedder(t)
 	r := &rig{clk: clock.NewFake(time.Unix(1_800_000_000, 0)), toolSet: "v1",
 		results: map[string]string{"lights_on": "ok", "room_temp": "21°C", "wipe": "done"},

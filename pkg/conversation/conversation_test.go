@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -16,7 +15,7 @@ import (
 	"agent/pkg/memory"
 	"agent/pkg/runner"
 	"agent/pkg/session"
-	"agent/pkg/store"
+	"agent/pkg/store/storetest"
 )
 
 // scriptedTurner answers every turn with fn.
@@ -30,11 +29,7 @@ func (s scriptedTurner) Turn(_ context.Context, in agent.Input, emit func(agent.
 
 func newService(t *testing.T, turn func(agent.Input, func(agent.Event)) (agent.Output, error), queue int) *Service {
 	t.Helper()
-	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), store.FileName), nil, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := storetest.Open(t)
 	r := runner.New(runner.Config{MaxConcurrent: 2, QueueLen: queue}, nil)
 	t.Cleanup(func() { r.Close(context.Background()) })
 	return New(Deps{Runner: r, Agent: scriptedTurner{turn}, Sessions: session.New(st.DB(), nil), Model: "m"})
@@ -237,11 +232,7 @@ func TestStatusUsageInGroup(t *testing.T) {
 }
 
 func TestForgetAndMemoryStatus(t *testing.T) {
-	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), store.FileName), nil, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := storetest.Open(t)
 	mem := memory.New(st.DB(), memory.Config{}, nil, nil)
 	r := runner.New(runner.Config{MaxConcurrent: 2}, nil)
 	t.Cleanup(func() { r.Close(context.Background()) })

@@ -2,7 +2,6 @@ package conversation
 
 import (
 	"context"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -12,7 +11,7 @@ import (
 	"agent/pkg/llm"
 	"agent/pkg/runner"
 	"agent/pkg/session"
-	"agent/pkg/store"
+	"agent/pkg/store/storetest"
 )
 
 // outageLLM answers unless fail says the request must fail (an outage).
@@ -48,11 +47,7 @@ func (f *outageLLM) Stream(ctx context.Context, req llm.Request, _ func(llm.Delt
 // An outage of an hour at the 1-minute pause stores it ~60 times in the
 // conversation (and sends all copies to the model afterwards).
 func TestHeldBehindTurnStoredOnEveryRetry(t *testing.T) {
-	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), store.FileName), nil, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.Open(t)
 	sessions := session.New(st.DB(), nil)
 	down := true
 	secondTries := 0
@@ -125,11 +120,7 @@ func TestHeldBehindTurnStoredOnEveryRetry(t *testing.T) {
 // messages afterwards are held behind it silently: no answer, no notice,
 // until the service is back (the wecom app channel has no "Kept" note).
 func TestHeldTaskSilencesTheOwnersOwnMessages(t *testing.T) {
-	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), store.FileName), nil, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.Open(t)
 	turner := scriptedTurner{func(in agent.Input, _ func(agent.Event)) (agent.Output, error) {
 		return agent.Output{Session: 1}, &llm.APIError{Err: llm.ErrUnavailable, Message: "connection refused"}
 	}}

@@ -2,7 +2,6 @@ package conversation
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -12,7 +11,7 @@ import (
 	"agent/pkg/llm"
 	"agent/pkg/runner"
 	"agent/pkg/session"
-	"agent/pkg/store"
+	"agent/pkg/store/storetest"
 )
 
 // A turn the model service could not answer is held: the user is told
@@ -21,11 +20,7 @@ import (
 // other failures are answered as before. Replay resumes the held turn in
 // the session its message is stored in.
 func TestHeldTurns(t *testing.T) {
-	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), store.FileName), nil, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.Open(t)
 	var down atomic.Bool
 	down.Store(true)
 	var resumed atomic.Int64

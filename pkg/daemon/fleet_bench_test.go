@@ -25,6 +25,7 @@ import (
 	"agent/pkg/memory"
 	"agent/pkg/nativetest"
 	"agent/pkg/store"
+	"agent/pkg/store/storetest"
 	"agent/pkg/wecom/aibot"
 	"agent/pkg/wecom/aibottest"
 	"agent/pkg/wecom/wecomtest"
@@ -195,11 +196,8 @@ func BenchmarkFleetMove10k(b *testing.B) {
 		dir := cfg.Agent.StateDir
 		os.MkdirAll(dir, 0o750)
 		ctx := context.Background()
-		st, err := store.Open(ctx, filepath.Join(dir, store.FileName), nil, store.Options{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer st.Close()
+		st := storetest.OpenAt(b, filepath.Join(dir, store.FileName))
+		defer st.Close() // before the box's daemon opens it
 		m := memory.New(st.DB(), memory.Config{}, nil, time.Now)
 		defer m.Close()
 		id := localmodels.EmbeddingID(cfg)

@@ -18,6 +18,7 @@ import (
 	"agent/pkg/llm/llmtest"
 	"agent/pkg/pairing"
 	"agent/pkg/store"
+	"agent/pkg/store/storetest"
 	"agent/pkg/wecom/wecomtest"
 	"agent/pkg/workspace"
 )
@@ -137,10 +138,7 @@ func TestHeldMessageDroppedByTheMove(t *testing.T) {
 	if _, err := ca.FleetHome(ctx, admin.FleetRequest{User: "bob", Box: "b"}); err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.Open(ctx, filepath.Join(b.state, store.FileName), nil, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := storetest.OpenAt(t, filepath.Join(b.state, store.FileName))
 	if err := pairing.New(st.DB(), nil).Import(ctx, "wecom:bob", &pairing.Portable{ApprovedAt: time.Now(), ApprovedBy: "boss"}); err != nil {
 		t.Fatal(err)
 	}
@@ -160,11 +158,7 @@ func TestHeldMessageDroppedByTheMove(t *testing.T) {
 	down.Store(false)
 	// Wait until b's backlog has dealt with the held turn (answered or
 	// dropped: the row goes either way), then look for the answer.
-	st, err = store.Open(ctx, filepath.Join(b.state, store.FileName), nil, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st = storetest.OpenAt(t, filepath.Join(b.state, store.FileName))
 	deadline := time.Now().Add(90 * time.Second)
 	for {
 		var n int

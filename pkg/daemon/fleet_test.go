@@ -20,6 +20,7 @@ import (
 	"agent/pkg/memory"
 	"agent/pkg/pairing"
 	"agent/pkg/store"
+	"agent/pkg/store/storetest"
 	wx "agent/pkg/wecom"
 	"agent/pkg/wecom/wecomtest"
 	"agent/pkg/workspace"
@@ -203,10 +204,7 @@ func TestFleetTwoDaemons(t *testing.T) {
 	}
 
 	// Bob's memory on b: a fact, written as the compressor would.
-	st, err := store.Open(ctx, filepath.Join(b.state, store.FileName), nil, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := storetest.OpenAt(t, filepath.Join(b.state, store.FileName))
 	m := memory.New(st.DB(), memory.Config{}, nil, time.Now)
 	if _, err := m.Add(ctx, "wecom:bob", memory.Input{Text: "Bob's daughter is called Mia.", Keywords: []string{"daughter", "Mia"}}); err != nil {
 		t.Fatal(err)

@@ -25,6 +25,7 @@ import (
 	"agent/pkg/memory"
 	"agent/pkg/nativetest"
 	"agent/pkg/store"
+	"agent/pkg/store/storetest"
 )
 
 // stampConn records when the first byte of the next HTTP request was
@@ -342,11 +343,8 @@ func seedMemory(tb testing.TB, dir, scope string, n int) {
 		tb.Fatal(err)
 	}
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(dir, store.FileName), nil, store.Options{})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.OpenAt(tb, filepath.Join(dir, store.FileName))
+	defer st.Close() // before the daemon opens it
 	m := memory.New(st.DB(), memory.Config{}, nil, time.Now)
 	defer m.Close()
 	topics := []string{"birthday party", "dentist appointment", "favourite food", "sister", "car", "garden", "holiday", "work project", "gym", "book club"}

@@ -3,7 +3,6 @@ package diagnose
 import (
 	"context"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -12,7 +11,7 @@ import (
 	"agent/pkg/errlog"
 	"agent/pkg/llm"
 	"agent/pkg/session"
-	"agent/pkg/store"
+	"agent/pkg/store/storetest"
 )
 
 type clock struct {
@@ -35,11 +34,7 @@ func call(id, name, args string) llm.ToolCall {
 
 func TestDiagnoseOrphanedCallAndFailingTool(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), store.FileName), nil, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.Open(t)
 	clk := &clock{t: time.Date(2025, 3, 1, 9, 0, 0, 0, time.UTC)}
 	sessions := session.New(st.DB(), clk.now)
 	key, _ := session.P2P("wecom", "alice")

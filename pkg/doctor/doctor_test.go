@@ -18,6 +18,7 @@ import (
 	"agent/pkg/memory"
 	"agent/pkg/sandbox"
 	"agent/pkg/store"
+	"agent/pkg/store/storetest"
 	"agent/pkg/vad/vadtest"
 )
 
@@ -253,10 +254,7 @@ func TestLongTermMemoryCheck(t *testing.T) {
 		t.Fatalf("before the database: %+v", r)
 	}
 	os.MkdirAll(e.Config.Agent.StateDir, 0o750)
-	st, err := store.Open(ctx, filepath.Join(e.Config.Agent.StateDir, store.FileName), nil, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := storetest.OpenAt(t, filepath.Join(e.Config.Agent.StateDir, store.FileName))
 	m := memory.New(st.DB(), memory.Config{}, nil, nil)
 	a, _ := m.Add(ctx, "wecom:alice", memory.Input{Text: "one"})
 	m.Add(ctx, "wecom:alice", memory.Input{Text: "two", Supersedes: a.ID})

@@ -12,6 +12,7 @@ import (
 	"agent/pkg/embed/embedtest"
 	"agent/pkg/memory"
 	"agent/pkg/store"
+	"agent/pkg/store/storetest"
 )
 
 // Chinese facts under the English model: doctor says so and how to fetch
@@ -21,10 +22,7 @@ func TestLanguageMismatchWarns(t *testing.T) {
 	e := baseEnv(t, "", nil)
 	ctx := context.Background()
 	os.MkdirAll(e.Config.Agent.StateDir, 0o750)
-	st, err := store.Open(ctx, filepath.Join(e.Config.Agent.StateDir, store.FileName), nil, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := storetest.OpenAt(t, filepath.Join(e.Config.Agent.StateDir, store.FileName))
 	m := memory.New(st.DB(), memory.Config{}, nil, nil)
 	for i := range 30 {
 		m.Add(ctx, "wecom:alice", memory.Input{Text: fmt.Sprintf("用户每周%d开例会，地点在三楼会议室", i)})

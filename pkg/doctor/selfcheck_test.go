@@ -12,6 +12,7 @@ import (
 	"agent/pkg/errlog"
 	"agent/pkg/selfcheck/report"
 	"agent/pkg/store"
+	"agent/pkg/store/storetest"
 )
 
 func TestSelfCheckReadsTheLastReport(t *testing.T) {
@@ -25,11 +26,7 @@ func TestSelfCheckReadsTheLastReport(t *testing.T) {
 		t.Fatalf("no database: %+v", r)
 	}
 	os.MkdirAll(cfg.Agent.StateDir, 0o700)
-	st, err := store.Open(context.Background(), filepath.Join(cfg.Agent.StateDir, store.FileName), nil, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.OpenAt(t, filepath.Join(cfg.Agent.StateDir, store.FileName))
 	if r := e.checkSelfCheck(context.Background()); r.Level != OK || !strings.Contains(r.Detail, "no self-check yet") {
 		t.Fatalf("no report: %+v", r)
 	}

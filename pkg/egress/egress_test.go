@@ -9,14 +9,13 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"agent/pkg/clock"
 	"agent/pkg/metrics"
-	"agent/pkg/store"
+	"agent/pkg/store/storetest"
 )
 
 type mapResolver map[string][]netip.Addr
@@ -94,11 +93,7 @@ func TestPermit(t *testing.T) {
 func TestLedgerCountsAndRefuses(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, strings.Repeat("x", 1000)) }))
 	defer srv.Close()
-	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), store.FileName), nil, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.Open(t)
 	reg := metrics.NewRegistry()
 	clk := clock.NewFake(time.Now())
 	l := New(Config{Metrics: reg, Clock: clk})

@@ -9,23 +9,17 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"agent/pkg/logging"
-	"agent/pkg/store"
+	"agent/pkg/store/storetest"
 )
 
 func openDB(t *testing.T) *sql.DB {
 	t.Helper()
-	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), store.FileName), nil, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st.DB()
+	return storetest.DB(t)
 }
 
 func count(t *testing.T, db *sql.DB) int {
@@ -161,13 +155,8 @@ func TestNeverBlocksTheLogger(t *testing.T) {
 // neither is anywhere in the database file or its WAL, while the scrubbed
 // row is (so the bytes read are the ones written).
 func TestSecretsNeverReachTheFile(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, store.FileName)
-	st, err := store.Open(context.Background(), path, nil, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.Open(t)
+	path := st.Path()
 	const secret, token = "corp-Secret-7f3a9c", "WeComTok3n0123456789"
 	sc := &logging.Scrubber{}
 	sc.Set([]string{secret})
@@ -209,12 +198,8 @@ func TestSecretsNeverReachTheFile(t *testing.T) {
 // them are scrubbed when the recorder starts, and after a checkpoint the
 // old text is gone from the file (secure_delete).
 func TestOldRowsRescrubbed(t *testing.T) {
-	path := filepath.Join(t.TempDir(), store.FileName)
-	st, err := store.Open(context.Background(), path, nil, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.Open(t)
+	path := st.Path()
 	const secret, token = "corp-Secret-7f3a9c", "WeComTok3n0123456789"
 	if _, err := st.DB().Exec(`INSERT INTO error_log(at, level, component, msg, attrs) VALUES (1, 'ERROR', 'wecom', ?, ?), (2, 'WARN', 'x', 'clean', '{"n":"1"}')`,
 		"send failed with "+secret, `{"err":"Post \"https://x/send?access_token=`+token+`\": EOF"}`); err != nil {

@@ -6,7 +6,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"agent/pkg/llm"
 	"agent/pkg/llm/llmtest"
 	"agent/pkg/store"
+	"agent/pkg/store/storetest"
 )
 
 const testDim = 16
@@ -22,12 +22,7 @@ const testDim = 16
 // openDB opens a migrated database in a temporary directory.
 func openDB(t testing.TB) *store.Store {
 	t.Helper()
-	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), store.FileName), nil, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st
+	return storetest.Open(t)
 }
 
 // newClock returns the fake clock memory tests run on.

@@ -26,6 +26,7 @@ import (
 	"agent/pkg/nativetest"
 	"agent/pkg/onnxrt"
 	"agent/pkg/store"
+	"agent/pkg/store/storetest"
 	"agent/pkg/vad"
 	"agent/pkg/vad/vadtest"
 )
@@ -312,11 +313,7 @@ func runParts(t *testing.T) {
 	fmt.Printf("%svad: %d windows, max speech probability %.3f, detector heard=%v\n", marker, windows, maxP, det.Heard())
 
 	// Memory: SQLite (pkg/store) with the ONNX embedder for vectors.
-	db, err := store.Open(ctx, filepath.Join(os.Getenv(dbEnv), store.FileName), nil, store.Options{})
-	if err != nil {
-		t.Fatalf("store.Open: %v", err)
-	}
-	defer db.Close()
+	db := storetest.OpenAt(t, filepath.Join(os.Getenv(dbEnv), store.FileName))
 	mem := memory.New(db.DB(), memory.Config{DedupThreshold: 1}, nil, nil)
 	defer mem.Close()
 	if err := mem.SetEmbedder(ctx, emb, "tiny"); err != nil {

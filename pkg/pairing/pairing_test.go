@@ -3,21 +3,16 @@ package pairing
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"strings"
 	"testing"
 
-	"agent/pkg/store"
+	"agent/pkg/store/storetest"
 )
 
 // newStore is a pairing Store on a fresh database.
 func newStore(t *testing.T) *Store {
 	t.Helper()
-	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), store.FileName), nil, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := storetest.Open(t)
 	return New(st.DB(), nil)
 }
 

@@ -3,7 +3,6 @@ package scheduler
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	"agent/pkg/clock"
 	"agent/pkg/nativetest"
 	"agent/pkg/store"
+	"agent/pkg/store/storetest"
 )
 
 // newFakeClock returns a clock.Fake reading t.
@@ -84,13 +84,8 @@ func openDB(t *testing.T) (*store.Store, string) { return openDBB(t) }
 
 func openDBB(t testing.TB) (*store.Store, string) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "agent.db")
-	st, err := store.Open(context.Background(), path, nil, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st, path
+	st := storetest.Open(t)
+	return st, st.Path()
 }
 
 // shanghai is the zone of most tests; a test using it goes through

@@ -16,6 +16,7 @@ import (
 	"agent/pkg/nativetest"
 	"agent/pkg/scheduler"
 	"agent/pkg/store"
+	"agent/pkg/store/storetest"
 )
 
 func TestReadThermalFixture(t *testing.T) {
@@ -117,12 +118,7 @@ func TestTurnStatsPercentiles(t *testing.T) {
 
 func openDB(t *testing.T) *store.Store {
 	t.Helper()
-	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), store.FileName), nil, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st
+	return storetest.Open(t)
 }
 
 func TestReportContent(t *testing.T) {

@@ -4,14 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"reflect"
 	"sync"
 	"testing"
 	"time"
 
 	"agent/pkg/llm"
-	"agent/pkg/store"
+	"agent/pkg/store/storetest"
 )
 
 // clock is a manual clock for the Store.
@@ -34,11 +33,7 @@ func (c *clock) advance(d time.Duration) {
 
 func newStore(t *testing.T) (*Store, *clock) {
 	t.Helper()
-	db, err := store.Open(context.Background(), filepath.Join(t.TempDir(), store.FileName), nil, store.Options{})
-	if err != nil {
-		t.Fatalf("store.Open: %v", err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := storetest.Open(t)
 	c := &clock{t: time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)}
 	return New(db.DB(), c.now), c
 }
@@ -334,11 +329,7 @@ func TestConcurrentAppends(t *testing.T) {
 // BenchmarkWindow40 reads the default prompt window from a session holding
 // 400 messages with tool exchanges.
 func BenchmarkWindow40(b *testing.B) {
-	db, err := store.Open(context.Background(), filepath.Join(b.TempDir(), store.FileName), nil, store.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
+	db := storetest.Open(b)
 	s := New(db.DB(), nil)
 	ctx := context.Background()
 	ss, err := s.Current(ctx, must(P2P("admin", "bench")))

@@ -2,12 +2,12 @@ package gate
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"agent/pkg/pairing"
 	"agent/pkg/store"
+	"agent/pkg/store/storetest"
 )
 
 var owners = []string{"wecom:boss", "voice:boss-phone"}
@@ -17,11 +17,7 @@ var owners = []string{"wecom:boss", "voice:boss-phone"}
 // voice:waiting holds a code.
 func newGate(t *testing.T, mode string) (Gate, *pairing.Store, *store.Store) {
 	t.Helper()
-	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), store.FileName), nil, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := storetest.Open(t)
 	ps := pairing.New(st.DB(), nil)
 	ctx := context.Background()
 	pair := func(user string) string {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -12,17 +11,12 @@ import (
 	"time"
 
 	"agent/pkg/clock"
-	"agent/pkg/store"
+	"agent/pkg/store/storetest"
 )
 
 func openDB(t *testing.T) *sql.DB {
 	t.Helper()
-	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), store.FileName), nil, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st.DB()
+	return storetest.DB(t)
 }
 
 func TestInboxPutDedupPendingMark(t *testing.T) {

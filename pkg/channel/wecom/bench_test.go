@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"agent/pkg/store/storetest"
 	wx "agent/pkg/wecom"
 	"agent/pkg/wecom/wecomtest"
 )
@@ -104,11 +105,7 @@ type benchRig struct {
 
 func newBenchRig(b *testing.B) *benchRig {
 	b.Helper()
-	st, err := openStore(b.TempDir())
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { st.Close() })
+	st := storetest.Open(b)
 	r := &benchRig{db: st.DB(), crypto: mustCrypto(b)}
 	r.handler = &Handler{Crypto: r.crypto, Inbox: NewInbox(r.db, nil)}
 	return r
@@ -119,12 +116,7 @@ func newBenchRig(b *testing.B) *benchRig {
 // 200 or 4xx, and store only well-formed known messages.
 func FuzzCallback(f *testing.F) {
 	crypto := mustCrypto(f)
-	dir := f.TempDir()
-	st, err := openStore(dir)
-	if err != nil {
-		f.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.Open(f)
 	h := &Handler{Crypto: crypto, Inbox: NewInbox(st.DB(), nil)}
 	ts := strconv.FormatInt(time.Now().Unix(), 10)
 	m := text("alice", "1", "hi")

@@ -16,6 +16,7 @@ import (
 	"agent/pkg/clock"
 	"agent/pkg/logging"
 	"agent/pkg/store"
+	"agent/pkg/store/storetest"
 	wx "agent/pkg/wecom"
 	"agent/pkg/wecom/wecomtest"
 )
@@ -93,10 +94,7 @@ func newOutboxEnv(t *testing.T, secret string) *outboxEnv {
 // client when nil) and starts it.
 func (e *outboxEnv) open(api API, cfg OutboxConfig) {
 	e.t.Helper()
-	st, err := store.Open(context.Background(), e.path, nil, store.Options{})
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	st := storetest.OpenAt(e.t, e.path)
 	e.st, e.db = st, st.DB()
 	if api == nil {
 		api = e.client

@@ -10,7 +10,7 @@ import (
 
 	"agent/pkg/channel/mailbox"
 	"agent/pkg/clock"
-	"agent/pkg/store"
+	"agent/pkg/store/storetest"
 	"agent/pkg/wecom/aibot"
 )
 
@@ -19,11 +19,7 @@ import (
 // A repeated msgid stores nothing; a group frame without its chat id is
 // not taken for a direct message.
 func TestHandleStoresBoundedRows(t *testing.T) {
-	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), store.FileName), nil, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.Open(t)
 	b := &Bot{inbox: mailbox.NewInbox(st.DB(), Name, nil), logger: slog.New(slog.DiscardHandler), clock: clock.Real()}
 	frame := func(msgid, chattype, chat, text string) aibot.Frame {
 		body, _ := json.Marshal(map[string]any{"msgid": msgid, "chattype": chattype, "chatid": chat,
@@ -50,11 +46,7 @@ func TestHandleStoresBoundedRows(t *testing.T) {
 // has had messages from, or named as groups; users stay the app
 // channel's.
 func TestClaimsGroupsOnly(t *testing.T) {
-	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), store.FileName), nil, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.Open(t)
 	b := &Bot{inbox: mailbox.NewInbox(st.DB(), Name, nil), logger: slog.New(slog.DiscardHandler), clock: clock.Real()}
 	b.host.DB = st.DB()
 	b.media = newFetcher(filepath.Join(t.TempDir(), "spool"), "ws://127.0.0.1:1", nil, nil, b.logger)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -18,7 +17,7 @@ import (
 	"agent/pkg/conversation"
 	"agent/pkg/pairing"
 	"agent/pkg/session"
-	"agent/pkg/store"
+	"agent/pkg/store/storetest"
 	"agent/pkg/wecom/aibot"
 	"agent/pkg/wecom/aibottest"
 )
@@ -92,11 +91,7 @@ func TestUploadNamesCollide(t *testing.T) {
 // held the slots and the spool from paired users. Now only a sender the
 // policy admits has media fetched at once.
 func TestStrangerDownloadsStallOthers(t *testing.T) {
-	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), store.FileName), nil, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.Open(t)
 	srv := aibottest.New(t)
 	b := &Bot{inbox: mailbox.NewInbox(st.DB(), Name, nil), logger: slog.New(slog.DiscardHandler), clock: clock.Real()}
 	b.host.DB = st.DB()
@@ -124,7 +119,7 @@ func TestStrangerDownloadsStallOthers(t *testing.T) {
 	_, a1 := b.media.running["a1"]
 	b.media.mu.Unlock()
 	b.media.wait(ctx, "a1")
-	_, err = os.Stat(b.media.spoolPath("a1", 0))
+	_, err := os.Stat(b.media.spoolPath("a1", 0))
 	if s1 || s2 || !(a1 || err == nil) {
 		t.Fatalf("downloads started: stranger %v %v, admitted user %v (spooled: %v)", s1, s2, a1, err)
 	}

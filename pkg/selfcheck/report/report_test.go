@@ -2,12 +2,11 @@ package report
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"agent/pkg/store"
+	"agent/pkg/store/storetest"
 )
 
 func TestVerdict(t *testing.T) {
@@ -34,11 +33,7 @@ func TestVerdict(t *testing.T) {
 
 func TestSaveLast(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), store.FileName), nil, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.Open(t)
 	if _, ok, err := Last(ctx, st.DB()); ok || err != nil {
 		t.Fatalf("Last on a new database: ok %v, err %v", ok, err)
 	}
