@@ -89,6 +89,9 @@ type Builder struct {
 	Name  string
 	Build Build
 	Many  Many
+	// Egress, when set, is the hosts the channel dials under cfg: the
+	// egress ledger's rules while privacy.egress_allow is empty.
+	Egress func(cfg *config.Config) []egress.Rule
 }
 
 // Many is a builder of any number of channels (one per [channels.NAME]

@@ -13,25 +13,28 @@ import (
 
 	"agent/pkg/admin"
 	"agent/pkg/channel"
+	"agent/pkg/channel/builtin"
 	"agent/pkg/channel/gate"
-	"agent/pkg/conversation"
+	"agent/pkg/channelhost"
 	"agent/pkg/health"
 	"agent/pkg/llm/llmtest"
 	"agent/pkg/tools"
+	"agent/pkg/turn"
 )
 
 // echoChannel is README's "Adding a channel" example, whole: one HTTP
 // route that passes the DM-policy gate and asks the assistant, and a Send
 // for what the assistant sends unprompted. A real channel is this in its
-// own package, plus one line in DefaultChannels and its config section.
+// own package, plus one line in pkg/channel/builtin and its config
+// section.
 type echoChannel struct {
-	host channel.Host
+	env  channelhost.Env
 	sent chan string
 }
 
-func buildEcho(sent chan string) channel.Build {
-	return func(_ context.Context, h channel.Host) (channel.Channel, error) {
-		return &echoChannel{host: h, sent: sent}, nil
+func buildEcho(sent chan string) channelhost.Build {
+	return func(_ context.Context, env channelhost.Env) (channel.Channel, error) {
+		return &echoChannel{env: env, sent: sent}, nil
 	}
 }
 
@@ -48,7 +51,7 @@ func (c *echoChannel) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	dec, err := c.host.Gate.Admit(r.Context(), nil, gate.Request{Principals: []string{"echo:" + user}})
+	dec, err := c.env.Gate.Admit(r.Context(), nil, gate.Request{Principals: []string{"echo:" + user}})
 	switch {
 	case err != nil:
 		http.Error(w, err.Error(), http.StatusInternalServerError)
@@ -57,20 +60,19 @@ func (c *echoChannel) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not allowed (security.dm_policy)", http.StatusForbidden)
 		return
 	}
-	conv := c.host.Assistant.Conversation()
-	if conv == nil { // the pipeline did not start
-		http.Error(w, "the assistant is unavailable: "+c.host.Assistant.Err().Error(), http.StatusServiceUnavailable)
+	if err := c.env.Turns.Err(); err != nil { // the pipeline did not start
+		http.Error(w, "the assistant is unavailable: "+err.Error(), http.StatusServiceUnavailable)
 		return
 	}
 	var mu sync.Mutex
 	var replies []string
-	done, err := conv.Handle(r.Context(), conversation.Inbound{Channel: "echo", Sender: user, Text: string(text)},
-		func(_ context.Context, text string) error {
+	done, err := c.env.Turns.Handle(r.Context(), turn.Message{Channel: "echo", Sender: user, Text: string(text)},
+		turn.Sink{Reply: func(_ context.Context, text string) error {
 			mu.Lock()
 			replies = append(replies, text)
 			mu.Unlock()
 			return nil
-		})
+		}})
 	if err == nil {
 		<-done
 	}
@@ -129,10 +131,12 @@ allow_from = ["echo:alice"]
 	n := newFakeNotifier(0)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	channels := append(DefaultChannels(),
-		channel.Builder{Name: "echo", Build: buildEcho(sent)},
-		channel.Builder{Name: "broken", Build: buildBroken})
-	go func() { done <- Run(ctx, Options{Config: cfg, Notifier: n, Channels: channels}) }()
+	channels := append(builtin.Channels(),
+		channelhost.Builder{Name: "echo", Build: buildEcho(sent)},
+		channelhost.Builder{Name: "broken", Build: channelhost.Plain(buildBroken)})
+	go func() {
+		done <- Run(ctx, Options{Config: cfg, Notifier: n, Channels: channels})
+	}()
 	n.waitFor(t, "READY=1", 1)
 	base := "http://" + readyAddr(t, n)
 

@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"agent/pkg/admin"
+	"agent/pkg/channel/builtin"
 	"agent/pkg/config"
 	"agent/pkg/embed/embedtest"
 	"agent/pkg/llm/llmtest"
@@ -91,7 +92,9 @@ url = %q
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	models := &localmodels.Set{}
-	go func() { done <- Run(ctx, Options{Config: cfg, Notifier: n, Models: models}) }()
+	go func() {
+		done <- Run(ctx, Options{Config: cfg, Notifier: n, Channels: builtin.Channels(), Models: models})
+	}()
 	r.stop = func() { cancel(); <-done }
 	t.Cleanup(r.stop)
 	waitNotify(t, n, "local models ready")

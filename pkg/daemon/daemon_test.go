@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"agent/pkg/channel/builtin"
 	"agent/pkg/config"
 	"agent/pkg/health"
 )
@@ -144,7 +145,7 @@ func TestHealthzReportsFailingCheck(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, Options{Config: testConfig(t), Notifier: n,
+		done <- Run(ctx, Options{Config: testConfig(t), Notifier: n, Channels: builtin.Channels(),
 			Checks: map[string]health.Check{"llm_budget": func(context.Context) error { return errors.New("exhausted") }}})
 	}()
 	n.waitFor(t, "READY=1", 1)

@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 
@@ -13,43 +12,34 @@ import (
 
 // The egress ledger (pkg/egress): every outbound connection of the daemon
 // goes through it. Its rules are privacy.egress_allow, or, when that is
-// empty, what the configuration itself names: the model's host; WeCom's
-// API host with the app channel on; the AI Bot's endpoint, and for its
-// media downloads any public https host (WeCom names them per message;
-// netguard keeps them off private addresses), with the bot on; the hosts
-// of HTTP MCP servers; and, for web_search and web_fetch, any host (the
-// tools' purpose; web_fetch's guard keeps them public). A reload applies
-// the new rules to the next connection.
+// empty, what the configuration itself names: the model's host; the hosts
+// each enabled channel dials (channelhost.Builder.Egress); the fleet's NATS
+// servers; the hosts of HTTP MCP servers; and, for web_search and
+// web_fetch, any host (the tools' purpose; web_fetch's guard keeps them
+// public). A reload applies the new rules to the next connection.
 
 // egressRules are the rules cfg puts in force.
-func egressRules(cfg *config.Config) []egress.Rule {
+func (d *Daemon) egressRules(cfg *config.Config) []egress.Rule {
 	if len(cfg.Privacy.EgressAllow) > 0 {
 		rules, _ := egress.ParseRules(cfg.Privacy.EgressAllow) // validated at load
 		return rules
 	}
 	var rules []egress.Rule
 	add := func(p egress.Purpose, rawURL string) {
-		u, err := url.Parse(rawURL)
-		if err != nil || u.Hostname() == "" {
-			return
-		}
-		r, err := egress.ParseRule(string(p) + "=" + u.Hostname())
-		if err == nil && !slices.Contains(rules, r) {
+		if r, ok := egress.RuleFor(p, rawURL); ok && !slices.Contains(rules, r) {
 			rules = append(rules, r)
 		}
 	}
 	any := func(p egress.Purpose) { rules = append(rules, egress.Rule{Purpose: p, Host: "*"}) }
 	add(egress.LLM, cfg.LLM.BaseURL)
-	if cfg.WeCom.Enabled {
-		add(egress.WeCom, cfg.WeCom.APIBase)
-	}
-	if cfg.WeComBot.Enabled && (!cfg.Fleet.Enabled || cfg.Fleet.Ingress) {
-		add(egress.WeComBot, cfg.WeComBot.URL)
-	}
-	if cfg.WeComBot.Enabled || (cfg.Fleet.Enabled && !cfg.Fleet.Ingress) {
-		// The bot's pictures and files come from WeCom's storage hosts
-		// (in a fleet, the box answering the message fetches them).
-		any(egress.WeComBot)
+	for _, b := range d.opts.Channels {
+		if b.Egress != nil {
+			for _, r := range b.Egress(cfg) {
+				if !slices.Contains(rules, r) {
+					rules = append(rules, r)
+				}
+			}
+		}
 	}
 	if cfg.Fleet.Enabled {
 		for _, u := range strings.Split(cfg.Fleet.NATSURL, ",") {
@@ -70,6 +60,6 @@ func (d *Daemon) startEgress(ctx context.Context, cfg *config.Config, resolver e
 	d.egress = egress.New(egress.Config{Clock: d.clock, Logger: d.logger.With("component", "egress"), Metrics: d.metrics, Resolver: resolver,
 		Proxy: http.ProxyFromEnvironment}) // an office proxy: the target is still checked
 	d.egress.Open(d.store.DB())
-	d.egress.SetRules(egressRules(cfg))
+	d.egress.SetRules(d.egressRules(cfg))
 	go d.egress.Run(ctx)
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"agent/pkg/admin"
+	"agent/pkg/channel/builtin"
 	"agent/pkg/config"
 	"agent/pkg/fleet/natstest"
 	"agent/pkg/llm/llmtest"
@@ -87,7 +88,7 @@ ingress = %v
 	n := newFakeNotifier(0)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	opts := Options{Config: cfg, Notifier: n}
+	opts := Options{Config: cfg, Notifier: n, Channels: builtin.Channels()}
 	if models != nil {
 		opts.Models = models
 	}

@@ -12,13 +12,9 @@ import (
 // hostGuard answers only requests whose Host names this agent: loopback,
 // server.listen's host, server.allowed_hosts (which follow reloads). Any
 // other Host — a DNS-rebinding page, a tunnel that passes on a public name
-// nobody listed — gets 421 on every path, /healthz and /wecom/callback
-// included.
+// nobody listed — gets 421 on every path, /healthz and the channels'
+// callbacks included.
 func (d *Daemon) hostGuard(next http.Handler) http.Handler {
-	if cfg := d.config(); cfg.WeCom.Enabled && len(cfg.Server.AllowedHosts) == 0 && cfg.ListenIsLoopback() {
-		d.logger.Warn("wecom is enabled on a loopback listener without server.allowed_hosts: callbacks through a proxy or tunnel that pass on your public host name get 421",
-			"fix", "set server.allowed_hosts = [\"<public host name>\"] (agentctl doctor: http_access)")
-	}
 	refused := d.metrics.Counter("agent_http_host_refused_total", "HTTP requests refused (421) for a Host that is not loopback, server.listen's host or in server.allowed_hosts.", nil)
 	var mu sync.Mutex
 	var lastLog time.Time
@@ -36,7 +32,7 @@ func (d *Daemon) hostGuard(next http.Handler) http.Handler {
 		if !quiet { // once a minute: a flood of them must not flood the journal
 			d.logger.Warn("HTTP request for a host name this agent does not serve refused (421)", "host", clip.String(r.Host, 80),
 				"path", clip.String(r.URL.Path, 80), "remote", r.RemoteAddr,
-				"fix", "if this is your public name (a WeCom callback through a proxy or tunnel), add it to server.allowed_hosts and agentctl reload")
+				"fix", "if this is your public name (a platform's callback through a proxy or tunnel), add it to server.allowed_hosts and agentctl reload")
 		}
 	})
 }

@@ -15,13 +15,13 @@ func (d *Daemon) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", d.handleHealthz)
 	d.consoleRoutes(mux)  // GET / and the sign-in link (console.go)
-	d.channels.Mount(mux) // /wecom/callback, GET /voice ... (channels.go)
+	d.channels.Mount(mux) // each channel's routes (channels.go)
 	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
-		// The listener may be public (WeCom callbacks); metrics are for
+		// The listener may be public (platform callbacks); metrics are for
 		// the box itself and a local scraper.
 		if !fromLoopback(r) {
 			http.Error(w, "metrics are served to loopback clients only", http.StatusForbidden)

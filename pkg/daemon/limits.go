@@ -11,9 +11,9 @@ import (
 )
 
 // HTTPTimeouts bound each phase of a request on server.listen. Zero fields
-// take the defaults (tests shorten them). A hijacked connection (the voice
-// WebSocket) leaves them behind: net/http clears the deadlines on hijack
-// and the voice channel sets its own.
+// take the defaults (tests shorten them). A hijacked connection (a
+// channel's WebSocket) leaves them behind: net/http clears the deadlines on
+// hijack and the channel sets its own.
 type HTTPTimeouts struct {
 	ReadHeader time.Duration // request line and headers; default 5 s
 	Read       time.Duration // headers and body (callbacks are < 1 MB); default 10 s
@@ -65,7 +65,7 @@ func (d *Daemon) httpServer(ln net.Listener, cfg *config.Config) (*http.Server, 
 		Reserve:   healthReserve(maxConns),
 		PerClient: cfg.Server.MaxConnsPerClient,
 		// Loopback is not held to max_conns_per_client: behind it are a
-		// TCP tunnel's or a local proxy's clients (WeCom's callbacks among
+		// TCP tunnel's or a local proxy's clients (platforms' callbacks among
 		// them) and the daemon's own probe. A flood through it takes its
 		// room from its own connections still waiting on their client,
 		// never from a callback that arrived whole (connlimit).

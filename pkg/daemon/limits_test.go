@@ -18,6 +18,7 @@ import (
 
 	"agent/pkg/admin"
 	"agent/pkg/channel"
+	"agent/pkg/channel/builtin"
 	"agent/pkg/config"
 	"agent/pkg/connlimit"
 	"agent/pkg/console"
@@ -61,7 +62,9 @@ api_base = %q
 	n := newFakeNotifier(0)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- Run(ctx, Options{Config: cfg, Notifier: n, HTTPTimeouts: to}) }()
+	go func() {
+		done <- Run(ctx, Options{Config: cfg, Notifier: n, Channels: builtin.Channels(), HTTPTimeouts: to})
+	}()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {

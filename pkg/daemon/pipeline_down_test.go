@@ -9,7 +9,10 @@ import (
 
 	"agent/pkg/admin"
 	"agent/pkg/channel"
+	"agent/pkg/channel/builtin"
+	"agent/pkg/channelhost"
 	"agent/pkg/config"
+	"agent/pkg/turn"
 )
 
 // A pipeline that cannot start (the workspace is a file) leaves the daemon
@@ -25,19 +28,19 @@ func TestDaemonRunsWhenThePipelineCannotStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got channel.Assistant
-	probe := channel.Builder{Name: "probe", Build: func(_ context.Context, h channel.Host) (channel.Channel, error) {
-		got = h.Assistant
+	var got channelhost.Env
+	probe := channelhost.Builder{Name: "probe", Build: func(_ context.Context, env channelhost.Env) (channel.Channel, error) {
+		got = env
 		return nil, nil
 	}}
-	crash := channel.Builder{Name: "crash", Build: func(context.Context, channel.Host) (channel.Channel, error) {
+	crash := channelhost.Builder{Name: "crash", Build: func(context.Context, channelhost.Env) (channel.Channel, error) {
 		panic("a bug in Build")
 	}}
 	n := newFakeNotifier(0)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, Options{Config: cfg, Notifier: n, Channels: append(DefaultChannels(), probe, crash)})
+		done <- Run(ctx, Options{Config: cfg, Notifier: n, Channels: append(builtin.Channels(), probe, crash)})
 	}()
 	n.waitFor(t, "READY=1", 1)
 	st, err := admin.NewClient(cfg.Server.AdminSocket).Status(ctx)
@@ -62,13 +65,16 @@ func TestDaemonRunsWhenThePipelineCannotStart(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if got == nil {
-		t.Fatal("Host.Assistant is nil while the pipeline is unavailable; channel.Host documents a non-nil Assistant whose Conversation() is nil")
+	if got.Turns == nil {
+		t.Fatal("Host.Turns is nil while the pipeline is unavailable; channel.Host documents non-nil Turns whose Err says why")
 	}
-	if got.Conversation() != nil {
-		t.Error("Conversation() of an unavailable pipeline is not nil")
+	if err := got.Turns.Err(); err == nil || !strings.Contains(err.Error(), "agent.workspace") {
+		t.Errorf("Turns.Err() = %v, want the cause", err)
 	}
-	if err := got.Err(); err == nil || !strings.Contains(err.Error(), "agent.workspace") {
-		t.Errorf("Err() = %v, want the cause", err)
+	if _, err := got.Turns.Handle(ctx, turn.Message{Channel: "probe", Sender: "bob", Text: "hi"}, turn.Sink{Reply: func(context.Context, string) error { return nil }}); err == nil {
+		t.Error("Turns.Handle of an unavailable pipeline took a turn")
+	}
+	if got.Files != nil || got.Spaces != nil {
+		t.Error("an unavailable pipeline hands channels users' folders")
 	}
 }

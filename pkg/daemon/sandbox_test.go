@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"agent/pkg/admin"
+	"agent/pkg/channel/builtin"
 	"agent/pkg/config"
 	"agent/pkg/health"
 	"agent/pkg/llm/llmtest"
@@ -49,7 +50,9 @@ func startSandboxDaemon(tb testing.TB, body string) (*config.Config, *fakeNotifi
 	n := newFakeNotifier(0)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- Run(ctx, Options{Config: cfg, Notifier: n, SysRoot: "/nonexistent"}) }()
+	go func() {
+		done <- Run(ctx, Options{Config: cfg, Notifier: n, Channels: builtin.Channels(), SysRoot: "/nonexistent"})
+	}()
 	tb.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"agent/pkg/admin"
+	"agent/pkg/channel/builtin"
 	"agent/pkg/clock"
 )
 
@@ -15,7 +16,7 @@ func TestJobsThroughAdminAPI(t *testing.T) {
 	n := newFakeNotifier(0)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- Run(ctx, Options{Config: cfg, Notifier: n}) }()
+	go func() { done <- Run(ctx, Options{Config: cfg, Notifier: n, Channels: builtin.Channels()}) }()
 	n.waitFor(t, "READY=1", 1)
 	c := admin.NewClient(cfg.Server.AdminSocket)
 
@@ -63,7 +64,7 @@ func TestJobOfUserNotAdmittedDoesNotRun(t *testing.T) {
 	clk := clock.NewFake(time.Now())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- Run(ctx, Options{Config: cfg, Notifier: n, Clock: clk}) }()
+	go func() { done <- Run(ctx, Options{Config: cfg, Notifier: n, Channels: builtin.Channels(), Clock: clk}) }()
 	n.waitFor(t, "READY=1", 1)
 	c := admin.NewClient(cfg.Server.AdminSocket)
 	if _, err := c.AddJob(ctx, admin.JobSpec{Owner: "wecom:bob", To: "@all", Cron: "* * * * *", Text: "spam"}); err == nil ||

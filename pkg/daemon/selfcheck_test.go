@@ -12,6 +12,7 @@ import (
 
 	"agent/pkg/admin"
 	"agent/pkg/assistant"
+	"agent/pkg/channel/builtin"
 	"agent/pkg/health"
 	"agent/pkg/llm/llmtest"
 	"agent/pkg/runner"
@@ -40,7 +41,9 @@ func TestSelfCheckAndDiagnoseTools(t *testing.T) {
 	n := newFakeNotifier(0)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- Run(ctx, Options{Config: cfg, Notifier: n, SysRoot: sysRoot}) }()
+	go func() {
+		done <- Run(ctx, Options{Config: cfg, Notifier: n, Channels: builtin.Channels(), SysRoot: sysRoot})
+	}()
 	n.waitFor(t, "READY=1", 1)
 	c := admin.NewClient(cfg.Server.AdminSocket)
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"agent/pkg/channel/builtin"
 	"agent/pkg/config"
 	"agent/pkg/llm/llmtest"
 	"agent/pkg/localmodels"
@@ -167,7 +168,9 @@ dm_policy = "open"
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	models := &localmodels.Set{}
-	go func() { done <- Run(ctx, Options{Config: cfg, Notifier: n, Models: models}) }()
+	go func() {
+		done <- Run(ctx, Options{Config: cfg, Notifier: n, Channels: builtin.Channels(), Models: models})
+	}()
 	defer func() {
 		cancel()
 		if err := <-done; err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"agent/pkg/admin"
+	"agent/pkg/channel/builtin"
 	"agent/pkg/config"
 	"agent/pkg/console/consoletest"
 	"agent/pkg/llm/llmtest"
@@ -54,7 +55,9 @@ func startDaemonServer(t *testing.T, dir, server, extra string) (addr string, st
 	n := newFakeNotifier(0)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- Run(ctx, Options{Config: cfg, Notifier: n, Logger: testLogger()}) }()
+	go func() {
+		done <- Run(ctx, Options{Config: cfg, Notifier: n, Channels: builtin.Channels(), Logger: testLogger()})
+	}()
 	n.waitFor(t, "READY=1", 1)
 	n.mu.Lock()
 	ready := n.msgs[0]

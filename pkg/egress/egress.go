@@ -52,6 +52,17 @@ type Rule struct {
 	Prefix  netip.Prefix // an address or CIDR rule
 }
 
+// RuleFor is the rule letting purpose p reach rawURL's host; false when
+// rawURL names no host.
+func RuleFor(p Purpose, rawURL string) (Rule, bool) {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Hostname() == "" {
+		return Rule{}, false
+	}
+	r, err := ParseRule(string(p) + "=" + u.Hostname())
+	return r, err == nil
+}
+
 // ParseRule reads one egress_allow entry: "api.example.com",
 // "*.example.com", "10.0.0.0/8", "192.168.1.5", "[fd00::1]", "*", each
 // optionally prefixed by "PURPOSE=" ("web=*").

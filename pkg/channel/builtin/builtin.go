@@ -18,8 +18,8 @@ import (
 func Channels() []channelhost.Builder {
 	return []channelhost.Builder{
 		{Name: "admin", Build: channelhost.Plain(operator.Build)},
-		{Name: wecom.Channel, Build: wecom.Build},
-		{Name: wecombot.Name, Build: wecombot.Build},
+		{Name: wecom.Channel, Build: wecom.Build, Egress: wecom.Egress},
+		{Name: wecombot.Name, Build: wecombot.Build, Egress: wecombot.Egress},
 		{Name: voice.Channel, Build: voice.Build},
 	}
 }

@@ -52,6 +52,10 @@ func Build(_ context.Context, h channelhost.Env) (channel.Channel, error) {
 		return nil, nil
 	}
 	logger := h.Logger.With("component", "wecom")
+	if len(cfg.Server.AllowedHosts) == 0 && cfg.ListenIsLoopback() {
+		logger.Warn("wecom is enabled on a loopback listener without server.allowed_hosts: callbacks through a proxy or tunnel that pass on your public host name get 421",
+			"fix", "set server.allowed_hosts = [\"<public host name>\"] (agentctl doctor: http_access)")
+	}
 	crypto, err := wx.NewCrypto(cfg.WeCom.Token, cfg.WeCom.EncodingAESKey, cfg.WeCom.CorpID)
 	if err != nil {
 		return nil, err
