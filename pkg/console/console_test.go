@@ -165,7 +165,7 @@ func TestConsoleInChromium(t *testing.T) {
 	// No voice.token: only a console session gets in.
 	sessions := NewSessions(SessionConfig{})
 	vs := voice.New(voice.Config{Token: func() string { return "" }, Sessions: sessions,
-		ASR: func() voice.Recognizer { return rec }, Conversation: conv, VAD: voice.VADConfig{Silence: -1},
+		ASR: func() voice.Recognizer { return rec }, Turns: conversation.Turns(conv, nil, nil), VAD: voice.VADConfig{Silence: -1},
 		Defaults: func() voice.Defaults { return voice.Defaults{Partials: true} }})
 	defer vs.Close(context.Background())
 	mux := http.NewServeMux()
