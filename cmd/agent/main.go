@@ -16,6 +16,7 @@ import (
 
 	"agent/pkg/buildinfo"
 	"agent/pkg/channel/builtin"
+	"agent/pkg/channel/wecom"
 	"agent/pkg/config"
 	"agent/pkg/daemon"
 	"agent/pkg/localmodels"
@@ -98,14 +99,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env confi
 	}()
 
 	err = daemon.Run(ctx, daemon.Options{
-		Config:   cfg,
-		Env:      env,
-		Logger:   logger,
-		Scrubber: scrub,
-		Notifier: systemd.Notifier{},
-		Models:   &localmodels.Set{},
-		Reload:   reload,
-		Channels: builtin.Channels(), // the one list of channels
+		Config:       cfg,
+		Env:          env,
+		Logger:       logger,
+		Scrubber:     scrub,
+		Notifier:     systemd.Notifier{},
+		Models:       &localmodels.Set{},
+		Reload:       reload,
+		Channels:     builtin.Channels(), // the one list of channels
+		FleetChannel: wecom.Channel,      // a fleet carries the WeCom app's conversations (the AI Bot's users are the same)
 	})
 	if err != nil {
 		logger.Error("agent stopped with an error", "err", err)

@@ -11,7 +11,6 @@ import (
 	"agent/pkg/backlog"
 	"agent/pkg/clip"
 	"agent/pkg/conversation"
-	"agent/pkg/memory"
 	"agent/pkg/pairing"
 	"agent/pkg/recipient"
 )
@@ -55,20 +54,13 @@ func (p *backlogPart) close() {
 	p.wg.Wait()
 }
 
-// Backlog counts the held turns (agentctl status).
-func (a *Assistant) Backlog(ctx context.Context) (backlog.Stats, error) {
+// Backlog holds the turns the model service could not answer (agentctl
+// status counts them).
+func (a *Assistant) Backlog() (*backlog.Backlog, error) {
 	if err := a.unavailable(); err != nil {
-		return backlog.Stats{}, err
+		return nil, err
 	}
-	return a.backlog.b.Stats(ctx)
-}
-
-// MemoryStats counts every scope's facts (agentctl status).
-func (a *Assistant) MemoryStats(ctx context.Context) (memory.Stats, error) {
-	if err := a.unavailable(); err != nil {
-		return memory.Stats{}, err
-	}
-	return a.memory.Stats(ctx, "")
+	return a.backlog.b, nil
 }
 
 // mayReplay checks again, when a held turn is about to run, what was

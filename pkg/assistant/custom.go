@@ -2,13 +2,10 @@ package assistant
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
 
-	"agent/pkg/admin"
 	"agent/pkg/customtool"
 	"agent/pkg/recipient"
 )
@@ -51,9 +48,14 @@ func (a *Assistant) openCustomTools(workspaceDir string) (*customtool.Manager, e
 	})
 }
 
-// CustomTools is the custom tools' manager (nil when the pipeline is
-// unavailable).
-func (a *Assistant) CustomTools() *customtool.Manager { return a.custom }
+// CustomTools is the custom tools' manager (the operator approves,
+// rejects, rolls back and removes them).
+func (a *Assistant) CustomTools() (*customtool.Manager, error) {
+	if err := a.unavailable(); err != nil {
+		return nil, err
+	}
+	return a.custom, nil
+}
 
 // toolsCommand is /tools in chat: the tools waiting for approval, and for
 // owners show, approve and reject.
@@ -61,84 +63,4 @@ func (a *Assistant) toolsCommand(_ context.Context, user string, fields []string
 	channel, id, _ := strings.Cut(user, ":")
 	owner := a.Recipients().Owner(recipient.Caller{Channel: channel, User: id})
 	return a.custom.Command(user, owner, fields)
-}
-
-func adminCustom(m customtool.Meta, ver customtool.Version) admin.CustomTool {
-	return admin.CustomTool{Name: m.Name, State: string(m.State()), Creator: m.Creator, Live: m.Live, Pending: m.Pending,
-		Latest: m.Latest, History: m.History, ApprovedBy: m.ApprovedBy, Language: ver.Language, Network: ver.Network,
-		Description: ver.Description, Updated: m.Updated, LastError: m.LastError, LastErrorAt: m.LastErrorAt}
-}
-
-// shown is the version an owner looks at: the pending one, else the live
-// one, else the rejected one.
-func shown(m customtool.Meta) int {
-	if m.Pending > 0 {
-		return m.Pending
-	}
-	return max(m.Live, m.Rejected)
-}
-
-// customList is every custom tool for `agentctl tools list`.
-func (a *Assistant) customList() []admin.CustomTool {
-	st := a.custom.Store()
-	var out []admin.CustomTool
-	for _, m := range st.List() {
-		ver, _ := st.Version(m.Name, shown(m))
-		out = append(out, adminCustom(m, ver))
-	}
-	return out
-}
-
-// CustomTool implements admin.CustomToolsBackend.
-func (a *Assistant) CustomTool(_ context.Context, name string) (admin.CustomToolDetail, error) {
-	if err := a.unavailable(); err != nil {
-		return admin.CustomToolDetail{}, err
-	}
-	st := a.custom.Store()
-	m, ok := st.Get(name)
-	if !ok {
-		return admin.CustomToolDetail{}, fmt.Errorf("%w: no custom tool %q", admin.ErrNotFound, name)
-	}
-	ver, err := st.Version(name, shown(m))
-	if err != nil {
-		return admin.CustomToolDetail{}, err
-	}
-	return admin.CustomToolDetail{CustomTool: adminCustom(m, ver), Version: ver.Version, Digest: ver.Digest(), Author: ver.Author,
-		Parameters: ver.Parameters, Code: ver.Code}, nil
-}
-
-// CustomToolAction implements admin.CustomToolsBackend: the operator
-// approves, rejects, rolls back or removes.
-func (a *Assistant) CustomToolAction(_ context.Context, name, action, want string) (admin.CustomTool, error) {
-	if err := a.unavailable(); err != nil {
-		return admin.CustomTool{}, err
-	}
-	var m customtool.Meta
-	var err error
-	const by = "operator"
-	switch action {
-	case "approve":
-		m, err = a.custom.Approve(name, want, by)
-	case "reject":
-		m, err = a.custom.Reject(name, by)
-	case "rollback":
-		m, err = a.custom.Rollback(name, by)
-	case "remove":
-		m, err = a.custom.Remove(nil, name)
-	default:
-		return admin.CustomTool{}, fmt.Errorf("unknown action %q", action)
-	}
-	switch {
-	case errors.Is(err, customtool.ErrNotFound):
-		return admin.CustomTool{}, fmt.Errorf("%w: %v", admin.ErrNotFound, err)
-	case errors.Is(err, customtool.ErrConflict):
-		return admin.CustomTool{}, fmt.Errorf("%w: %v", admin.ErrConflict, err)
-	case err != nil:
-		return admin.CustomTool{}, err
-	}
-	ver, _ := a.custom.Store().Version(name, shown(m))
-	if action == "remove" {
-		m.Live, m.Pending = 0, 0
-	}
-	return adminCustom(m, ver), nil
 }

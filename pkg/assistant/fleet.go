@@ -20,8 +20,9 @@ import (
 )
 
 // A conversation's memory and sessions, as one box of a fleet hands them
-// to another (pkg/fleet). A conversation is a user's direct one ("zhangsan")
-// or a group chat ("group:" and the chat id).
+// to another (pkg/fleet, through pkg/fleetlink): Portable. A conversation
+// is a user's direct one ("zhangsan") or a group chat ("group:" and the
+// chat id).
 
 // Snapshot is what moves.
 type Snapshot struct {
@@ -58,6 +59,15 @@ func conversationOf(channel, conv string) (session.Key, string, error) {
 	return key, scope, err
 }
 
+// Portable is the pipeline's side of a fleet: what a conversation takes
+// along when it moves, and whether it may move now.
+func (a *Assistant) Portable() Portable { return Portable{a} }
+
+// Portable moves conversations between boxes. Its methods take the
+// fleet's channel and conversation (a user id, or GroupPrefix and a chat
+// id).
+type Portable struct{ a *Assistant }
+
 func (a *Assistant) portable() error {
 	if a.memory == nil || a.sessions == nil {
 		return fmt.Errorf("the conversation pipeline is unavailable: %v", a.err)
@@ -65,8 +75,10 @@ func (a *Assistant) portable() error {
 	return nil
 }
 
-// ExportConversation snapshots a conversation's memory and sessions.
-func (a *Assistant) ExportConversation(ctx context.Context, channel, conv string) ([]byte, error) {
+// Export snapshots a conversation's memory and sessions (a user's also
+// their approval and scheduled jobs, held from now until Release).
+func (p Portable) Export(ctx context.Context, channel, conv string) ([]byte, error) {
+	a := p.a
 	if err := a.portable(); err != nil {
 		return nil, err
 	}
@@ -89,7 +101,7 @@ func (a *Assistant) ExportConversation(ctx context.Context, channel, conv string
 		}
 		if a.sched != nil {
 			// Held from now: a slot that comes during the move fires
-			// once, on the box the user ends up on (ReleaseConversation).
+			// once, on the box the user ends up on (Release).
 			if _, err := a.sched.s.Hold(ctx, scope); err != nil {
 				return nil, err
 			}
@@ -106,11 +118,12 @@ func (a *Assistant) pairings() *pairing.Store { return pairing.New(a.d.Store.DB(
 // ErrHeld: a conversation has turns held for the model service.
 var ErrHeld = errors.New("messages held for the model service")
 
-// ConversationBusy reports whether a conversation has a turn held for
+// Busy reports whether a conversation has a turn held for
 // the model service (pkg/backlog: it is answered here, where it is
 // recorded) or a run of its scheduled jobs in flight (its reply comes
 // from this box): a move waits for them.
-func (a *Assistant) ConversationBusy(ctx context.Context, channel, conv string) (bool, error) {
+func (p Portable) Busy(ctx context.Context, channel, conv string) (bool, error) {
+	a := p.a
 	key, scope, err := conversationOf(channel, conv)
 	if err != nil {
 		return false, err
@@ -130,8 +143,9 @@ func (a *Assistant) ConversationBusy(ctx context.Context, channel, conv string) 
 	return n > 0, err
 }
 
-// ImportConversation restores a snapshot.
-func (a *Assistant) ImportConversation(ctx context.Context, channel, conv string, b []byte) error {
+// Import restores a snapshot.
+func (p Portable) Import(ctx context.Context, channel, conv string, b []byte) error {
+	a := p.a
 	if err := a.portable(); err != nil {
 		return err
 	}
@@ -173,9 +187,10 @@ func (a *Assistant) ImportConversation(ctx context.Context, channel, conv string
 	return nil
 }
 
-// PurgeConversation deletes a conversation's memory and sessions (after
-// it moved to another box).
-func (a *Assistant) PurgeConversation(ctx context.Context, channel, conv string) error {
+// Purge deletes a conversation's memory, sessions, approval, jobs and
+// files (after it moved to another box).
+func (p Portable) Purge(ctx context.Context, channel, conv string) error {
+	a := p.a
 	if err := a.portable(); err != nil {
 		return err
 	}
@@ -211,9 +226,10 @@ func (a *Assistant) PurgeConversation(ctx context.Context, channel, conv string)
 	return nil
 }
 
-// ExportConversationFiles writes the conversation's private folder to w
-// (a tar stream; empty without a workspace).
-func (a *Assistant) ExportConversationFiles(ctx context.Context, channel, conv string, w io.Writer) error {
+// ExportFiles writes the conversation's private folder to w (a tar
+// stream; empty without a workspace).
+func (p Portable) ExportFiles(ctx context.Context, channel, conv string, w io.Writer) error {
+	a := p.a
 	_, scope, err := conversationOf(channel, conv)
 	if err != nil {
 		return err
@@ -229,8 +245,9 @@ func (a *Assistant) ExportConversationFiles(ctx context.Context, channel, conv s
 	return err
 }
 
-// ImportConversationFiles restores what ExportConversationFiles wrote.
-func (a *Assistant) ImportConversationFiles(ctx context.Context, channel, conv string, r io.Reader) error {
+// ImportFiles restores what ExportFiles wrote.
+func (p Portable) ImportFiles(ctx context.Context, channel, conv string, r io.Reader) error {
+	a := p.a
 	_, scope, err := conversationOf(channel, conv)
 	if err != nil {
 		return err
@@ -246,10 +263,11 @@ func (a *Assistant) ImportConversationFiles(ctx context.Context, channel, conv s
 	return err
 }
 
-// ReleaseConversation lets the conversation's scheduled jobs fire again:
-// on the box it moved to once the move committed, on the box it stays on
-// when the move was undone.
-func (a *Assistant) ReleaseConversation(ctx context.Context, channel, conv string) error {
+// Release lets the conversation's scheduled jobs fire again: on the box
+// it moved to once the move committed, on the box it stays on when the
+// move was undone.
+func (p Portable) Release(ctx context.Context, channel, conv string) error {
+	a := p.a
 	if a.sched == nil || strings.HasPrefix(conv, GroupPrefix) {
 		return nil
 	}
@@ -264,9 +282,9 @@ func (a *Assistant) ReleaseConversation(ctx context.Context, channel, conv strin
 	return err
 }
 
-// HeldConversations are the conversations of channel whose jobs are held
-// by a move.
-func (a *Assistant) HeldConversations(ctx context.Context, channel string) ([]string, error) {
+// Held are the conversations of channel whose jobs are held by a move.
+func (p Portable) Held(ctx context.Context, channel string) ([]string, error) {
+	a := p.a
 	if a.sched == nil {
 		return nil, nil
 	}
@@ -283,10 +301,11 @@ func (a *Assistant) HeldConversations(ctx context.Context, channel string) ([]st
 	return out, nil
 }
 
-// HoldsConversation reports whether this box holds anything of the
-// conversation: facts, sessions, an approval, jobs, files (a move must
-// not delete what was here before it, when it is undone).
-func (a *Assistant) HoldsConversation(ctx context.Context, channel, conv string) (bool, error) {
+// Holds reports whether this box holds anything of the conversation:
+// facts, sessions, an approval, jobs, files (a move must not delete what
+// was here before it, when it is undone).
+func (p Portable) Holds(ctx context.Context, channel, conv string) (bool, error) {
+	a := p.a
 	if err := a.portable(); err != nil {
 		return false, err
 	}

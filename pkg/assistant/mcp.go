@@ -206,14 +206,3 @@ func (a *Assistant) checkMCP(context.Context) error {
 	}
 	return nil
 }
-
-// serverOf names the MCP server a registry name belongs to ("" for a
-// built-in tool). Server names cannot contain "__", so the prefix decides.
-func serverOf(name string, servers []mcp.ServerStatus) string {
-	for _, s := range servers {
-		if strings.HasPrefix(name, s.Name+"__") {
-			return s.Name
-		}
-	}
-	return ""
-}

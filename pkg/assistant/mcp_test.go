@@ -151,19 +151,12 @@ func TestReloadMCPTool(t *testing.T) {
 	if c := d.mcpCheck(t); c.Status != health.OK {
 		t.Errorf("mcp check with a ready server = %+v", c)
 	}
-	list, err := d.Tools(context.Background())
-	if err != nil || len(list.Servers) != 1 || list.Servers[0].State != "ready" || list.Servers[0].Tools != 1 {
-		t.Fatalf("Tools = %+v, %v", list, err)
+	m, err := d.MCP()
+	if err != nil {
+		t.Fatal(err)
 	}
-	servers := map[string]string{}
-	for _, tool := range list.Tools {
-		servers[tool.Name] = tool.Server
-	}
-	if s, ok := servers["web__echo"]; !ok || s != "web" {
-		t.Errorf("web__echo listed with server %q (%v)", s, ok)
-	}
-	if s, ok := servers[ToolReloadMCP]; !ok || s != "" {
-		t.Errorf("reload_mcp listed with server %q (%v)", s, ok)
+	if st := m.Status(); len(st) != 1 || st[0].Name != "web" || st[0].State != "ready" || st[0].Tools != 1 {
+		t.Fatalf("MCP status = %+v", st)
 	}
 
 	// A server added to the file starts; one that cannot connect is failed
@@ -188,14 +181,14 @@ func TestReloadMCPTool(t *testing.T) {
 
 	// agentctl tools reload: removed servers stop and their tools go.
 	d.write(t, "")
-	if err := d.ReloadTools(context.Background()); err != nil {
+	if err := d.ReloadMCP(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := d.reg.Get("web__echo"); ok {
 		t.Error("web__echo still registered after its server was removed")
 	}
-	if list, _ := d.Tools(context.Background()); len(list.Servers) != 0 {
-		t.Errorf("servers after removal: %+v", list.Servers)
+	if st := m.Status(); len(st) != 0 {
+		t.Errorf("servers after removal: %+v", st)
 	}
 	if c := d.mcpCheck(t); c.Status != health.OK {
 		t.Errorf("mcp check with no servers = %+v", c)

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"syscall"
 
-	"agent/pkg/admin"
 	"agent/pkg/config"
 	"agent/pkg/sandbox"
 	"agent/pkg/shell"
@@ -185,63 +184,4 @@ func readSmall(path string, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("larger than %d bytes", limit)
 	}
 	return data, nil
-}
-
-var _ admin.SkillsBackend = (*Assistant)(nil)
-
-func (a *Assistant) adminSkill(sk skills.Skill) admin.SkillInfo {
-	return admin.SkillInfo{Name: sk.Name, Description: sk.Description, Source: sk.Source.String(), Dir: sk.Dir,
-		Offered: sk.Offered(), Disabled: sk.Disabled, Missing: sk.Missing, Error: sk.Err, Shadows: sk.Shadows,
-		Users: a.config().Skills.Entries[sk.Name].Users}
-}
-
-// SkillsList implements admin.SkillsBackend.
-func (a *Assistant) SkillsList(context.Context) ([]admin.SkillInfo, error) {
-	if err := a.unavailable(); err != nil {
-		return nil, err
-	}
-	var out []admin.SkillInfo
-	for _, sk := range a.Skills().List() {
-		out = append(out, a.adminSkill(sk))
-	}
-	return out, nil
-}
-
-// InstallSkill implements admin.SkillsBackend: the operator's archive
-// goes into the installed skills (the workspace's skills/ still wins).
-func (a *Assistant) InstallSkill(_ context.Context, r io.Reader) (admin.SkillInstall, error) {
-	if err := a.unavailable(); err != nil {
-		return admin.SkillInstall{}, err
-	}
-	in, err := a.Skills().Install(r)
-	if errors.Is(err, skills.ErrInvalid) {
-		return admin.SkillInstall{}, fmt.Errorf("%w: %v", admin.ErrBadArchive, err)
-	}
-	if err != nil {
-		return admin.SkillInstall{}, err
-	}
-	out := admin.SkillInstall{Name: in.Name, SHA256: in.SHA256, Replaced: in.Replaced}
-	for _, f := range in.Files {
-		out.Files = append(out.Files, admin.SkillFile{Path: f.Path, Size: f.Size, SHA256: f.SHA256})
-	}
-	a.logger.Info("skill installed by the operator", "skill", in.Name, "sha256", in.SHA256, "files", len(in.Files), "replaced", in.Replaced)
-	return out, nil
-}
-
-// SetSkillEnabled implements admin.SkillsBackend.
-func (a *Assistant) SetSkillEnabled(_ context.Context, name string, on bool) (admin.SkillInfo, error) {
-	if err := a.unavailable(); err != nil {
-		return admin.SkillInfo{}, err
-	}
-	set := a.Skills()
-	err := set.SetEnabled(name, on)
-	if errors.Is(err, skills.ErrNotFound) {
-		return admin.SkillInfo{}, fmt.Errorf("%w: no skill %q", admin.ErrNotFound, name)
-	}
-	if err != nil {
-		return admin.SkillInfo{}, err
-	}
-	sk, _ := set.Get(name)
-	a.logger.Info("skill switched by the operator", "skill", name, "enabled", on)
-	return a.adminSkill(sk), nil
 }

@@ -25,6 +25,7 @@ import (
 	"agent/pkg/assistant"
 	"agent/pkg/buildinfo"
 	"agent/pkg/channel"
+	"agent/pkg/channelhost"
 	"agent/pkg/clock"
 	"agent/pkg/config"
 	"agent/pkg/console"
@@ -71,8 +72,11 @@ type Options struct {
 	SysRoot string // sysfs for the self-check's thermal zones; default /sys (tests: fixtures)
 	// HTTPTimeouts: server.listen's read/write/idle timeouts; zero: defaults (limits.go).
 	HTTPTimeouts HTTPTimeouts
-	// Channels are the channels to build, in order; nil: DefaultChannels().
-	Channels []channel.Builder
+	// Channels are the ways into the assistant, built in this order: the
+	// one list, which cmd/agent hands over (pkg/channel/builtin). The
+	// daemon knows none of them by name.
+	Channels     []channelhost.Builder
+	FleetChannel string // the channel whose conversations a fleet carries (cmd/agent names it); required with fleet.enabled
 }
 
 // Daemon is one running instance.
@@ -119,9 +123,6 @@ func Run(ctx context.Context, opts Options) error {
 	opts.Clock = clock.Or(opts.Clock)
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	if opts.Channels == nil {
-		opts.Channels = DefaultChannels()
 	}
 	d := &Daemon{
 		opts:       opts,
@@ -204,9 +205,9 @@ func (d *Daemon) run(ctx context.Context) error {
 	d.sessions = console.NewSessions(console.SessionConfig{Now: d.now, Logger: d.logger.With("component", "console")})
 	chCtx, stopChannels := context.WithCancel(context.Background())
 	defer stopChannels()
-	d.startFleet(cfg)           // fleet.go: before the channels, which take it
-	d.startChannels(chCtx, cfg) // channels.go
-	defer d.runFleet(chCtx)()   // after the channels registered their handlers; stops with them
+	d.startFleet(cfg)         // fleet.go: before the channels, which take it
+	d.startChannels(chCtx)    // channels.go
+	defer d.runFleet(chCtx)() // after the channels registered their handlers; stops with them
 	// After the channels: a job due now finds them connected.
 	if err := d.asst.Start(context.Background()); err != nil {
 		if d.asst.Err() == nil {
@@ -229,7 +230,7 @@ func (d *Daemon) run(ctx context.Context) error {
 	}()
 	go func() {
 		defer wg.Done()
-		if err := admin.Serve(runCtx, adminLn, adminBackend{d, d.asst}, d.logger.With("component", "admin")); err != nil {
+		if err := admin.Serve(runCtx, adminLn, d.adminBackend(), d.logger.With("component", "admin")); err != nil {
 			d.serveErr <- fmt.Errorf("admin: %w", err)
 		}
 	}()
@@ -293,12 +294,12 @@ loop:
 		d.logger.Warn("http shutdown incomplete, closing connections", "err", err)
 		httpSrv.Close()
 	}
-	// Hijacked connections (voice) are not closed by Shutdown; their
+	// Hijacked connections (WebSockets) are not closed by Shutdown; their
 	// turns in flight are cancelled with them.
 	if err := d.channels.Close(shutCtx); err != nil {
 		d.logger.Warn("channel connections did not close in time", "err", err)
 	}
-	// Before the runner: a WeCom turn in flight stays pending, to run
+	// Before the runner: a stored message's turn in flight stays pending, to run
 	// again after the restart; a send in flight is recorded.
 	stopChannels()
 	if err := d.channels.Wait(shutCtx); err != nil {
@@ -480,42 +481,11 @@ func (d *Daemon) Reload(ctx context.Context) error {
 	d.mu.Lock()
 	d.cfg = next
 	d.mu.Unlock()
-	d.egress.SetRules(egressRules(next))
+	d.egress.SetRules(d.egressRules(next))
 	d.asst.Reload(ctx, next) // prompt files, [mcp_servers], the recipients of stored jobs
 	d.notify("STATUS=configuration reloaded")
 	d.logger.Info("configuration reloaded", "file", next.Path)
 	return nil
-}
-
-// Status implements admin.Backend.
-func (d *Daemon) Status(ctx context.Context) admin.Status {
-	cfg := d.config()
-	rep := d.checker.Run(ctx)
-	st := admin.Status{
-		Version:    buildinfo.Version(),
-		PID:        os.Getpid(),
-		StartedAt:  d.started,
-		Uptime:     d.now().Sub(d.started).Round(time.Second).String(),
-		ConfigPath: cfg.Path,
-		StateDir:   cfg.Agent.StateDir,
-		Listen:     d.httpAddr,
-		RSSBytes:   metrics.ResidentBytes(os.Getpagesize()),
-		Healthy:    rep.Healthy,
-		Components: map[string]string{},
-	}
-	for _, c := range rep.Checks {
-		st.Checks = append(st.Checks, admin.Check{Name: c.Name, Status: string(c.Status), Detail: c.Detail})
-	}
-	st.Components = d.componentStates()
-	if d.asst != nil {
-		if h, err := d.asst.Backlog(ctx); err == nil {
-			st.Held = &admin.Held{Turns: h.Held, Conversations: h.Conversations, Oldest: h.Oldest}
-		}
-		if m, err := d.asst.MemoryStats(ctx); err == nil {
-			st.Memory = &admin.MemoryStatus{Facts: m.Facts, Unembedded: m.Unembedded, Semantic: m.Semantic}
-		}
-	}
-	return st
 }
 
 // embedderSource is what the local models offer memory (localmodels.Set).

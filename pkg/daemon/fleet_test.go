@@ -14,6 +14,7 @@ import (
 
 	"agent/pkg/admin"
 	"agent/pkg/channel/builtin"
+	wecomch "agent/pkg/channel/wecom"
 	"agent/pkg/config"
 	"agent/pkg/fleet/natstest"
 	"agent/pkg/llm/llmtest"
@@ -88,7 +89,7 @@ ingress = %v
 	n := newFakeNotifier(0)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	opts := Options{Config: cfg, Notifier: n, Channels: builtin.Channels()}
+	opts := Options{Config: cfg, Notifier: n, Channels: builtin.Channels(), FleetChannel: wecomch.Channel}
 	if models != nil {
 		opts.Models = models
 	}
