@@ -6,8 +6,7 @@ import (
 
 // adminBackend is what the admin socket serves (pkg/adminsrv): the host's
 // status and reload, the pipeline's parts, the egress ledger, the fleet
-// link, and the host's own DM pairings (channels.go) and console sign-in
-// (console.go).
+// link, the DM pairings and the console's sign-in.
 func (d *Daemon) adminBackend() *adminsrv.Backend {
 	return &adminsrv.Backend{
 		Host: adminsrv.Host{Config: d.config, Health: d.checker, Now: d.now, Started: d.started, Listen: d.httpAddr,
@@ -16,7 +15,7 @@ func (d *Daemon) adminBackend() *adminsrv.Backend {
 		Ledger:         d.egress,
 		Logger:         d.logger,
 		FleetBackend:   d.fleetLink(),
-		PairingBackend: d,
-		ConsoleBackend: d,
+		PairingBackend: adminsrv.Pairings{Store: d.pairings(), Send: d.sendOut, Disconnect: d.channels.Disconnect, Logger: d.logger},
+		ConsoleBackend: adminsrv.Console{Sessions: d.sessions, Listen: d.httpAddr, Channels: d.channels, Logger: d.logger},
 	}
 }

@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
-	"agent/pkg/admin"
 	"agent/pkg/channel"
 	"agent/pkg/channel/gate"
 	"agent/pkg/channelhost"
@@ -26,8 +24,9 @@ func (d *Daemon) startChannels(ctx context.Context) {
 	for _, b := range d.opts.Channels {
 		list, err := build(ctx, b, env)
 		for _, c := range list {
-			if err = set.Add(c); err != nil {
-				break
+			if aerr := set.Add(c); aerr != nil {
+				err = errors.Join(err, aerr)
+				continue
 			}
 			d.checker.Register("channel_"+c.Name(), channelhost.Health{C: d.checker}.Wrap(set.Check(c.Name())))
 			if p, ok := c.(channelhost.ToolProvider); ok && d.asst.Err() == nil {
@@ -127,62 +126,3 @@ func (d *Daemon) dmPolicy() pairing.Policy {
 }
 
 func (d *Daemon) pairings() *pairing.Store { return pairing.New(d.store.DB(), d.now) }
-
-func adminPairing(e pairing.Entry) admin.Pairing {
-	p := admin.Pairing{User: e.User, Code: e.Code, Since: e.Since, ApprovedBy: e.By, State: "pending"}
-	if e.Approved {
-		p.State = "approved"
-	}
-	return p
-}
-
-func pairingErr(err error) error {
-	if errors.Is(err, pairing.ErrNotFound) {
-		return fmt.Errorf("%w: %v", admin.ErrNotFound, err)
-	}
-	return err
-}
-
-// PairingList implements admin.PairingBackend.
-func (d *Daemon) PairingList(ctx context.Context) ([]admin.Pairing, error) {
-	list, err := d.pairings().List(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]admin.Pairing, len(list))
-	for i, e := range list {
-		out[i] = adminPairing(e)
-	}
-	return out, nil
-}
-
-// PairingApprove implements admin.PairingBackend; the user is told on
-// their channel when it can reach them.
-func (d *Daemon) PairingApprove(ctx context.Context, code string) (admin.Pairing, error) {
-	e, err := d.pairings().Approve(ctx, code, "agentctl")
-	if err != nil {
-		return admin.Pairing{}, pairingErr(err)
-	}
-	d.logger.Info("pairing approved by the operator", "user", e.User)
-	if name, user, ok := strings.Cut(e.User, ":"); ok {
-		err := d.sendOut(ctx, name, user, pairing.ApprovedText)
-		if err != nil && !errors.Is(err, channel.ErrNoPush) && !errors.Is(err, channel.ErrNoChannel) {
-			d.logger.Warn("could not tell the approved user", "user", e.User, "err", err)
-		}
-	}
-	return adminPairing(e), nil
-}
-
-// PairingRevoke implements admin.PairingBackend: the user's live
-// connections close at once.
-func (d *Daemon) PairingRevoke(ctx context.Context, user string) (admin.Pairing, error) {
-	e, err := d.pairings().Revoke(ctx, user)
-	if err != nil {
-		return admin.Pairing{}, pairingErr(err)
-	}
-	d.logger.Info("pairing revoked by the operator", "user", e.User)
-	if n := d.channels.Disconnect(e.User); n > 0 {
-		d.logger.Info("connections of a revoked user closed", "user", e.User, "connections", n)
-	}
-	return adminPairing(e), nil
-}
