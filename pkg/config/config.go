@@ -93,6 +93,9 @@ type Config struct {
 	Privacy    Privacy              `toml:"privacy"`
 	Fleet      Fleet                `toml:"fleet"`
 	MCPServers map[string]MCPServer `toml:"mcp_servers"`
+	// Channels are the out-of-process channels ([channels.NAME]):
+	// executables speaking agent.channel.v1 (pkg/channel/plugin).
+	Channels map[string]ChannelPlugin `toml:"channels"`
 
 	loc *time.Location // agent.timezone, loaded during validation
 }
@@ -402,6 +405,20 @@ type MCPServer struct {
 	Env       map[string]string `toml:"env" secret:"values"`     // stdio
 	URL       string            `toml:"url" secret:"url"`        // http
 	Headers   map[string]string `toml:"headers" secret:"values"` // http
+}
+
+// ChannelPlugin is one [channels.NAME] table: a channel run as a process
+// of its own that speaks agent.channel.v1 on its stdin and stdout
+// (pkg/channel/plugin). Its users are "NAME:sender".
+type ChannelPlugin struct {
+	// Command is the executable: an absolute path, a path relative to the
+	// config file's directory (with a '/'), or a name looked up on PATH.
+	// Parse makes it the absolute path of an existing executable file.
+	Command string   `toml:"command"`
+	Args    []string `toml:"args"`
+	// Env is the plugin's whole environment besides PATH (the daemon's,
+	// unless Env sets it); its values are secrets.
+	Env map[string]string `toml:"env" secret:"values"`
 }
 
 // Env looks up an environment variable. Pass OSEnv (os.LookupEnv) in

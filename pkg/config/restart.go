@@ -45,5 +45,8 @@ func RestartKeys(a, b *Config) []string {
 	if a.Skills.BundledDir != b.Skills.BundledDir || a.Skills.InstalledDir != b.Skills.InstalledDir {
 		keys = append(keys, "skills.bundled_dir/installed_dir")
 	}
+	if !channelsEqual(a.Channels, b.Channels) {
+		keys = append(keys, "channels")
+	}
 	return keys
 }

@@ -64,6 +64,7 @@ func (p *parser) validate(c *Config) {
 	p.validatePrivacy(c)
 	p.validateFleet(c)
 	p.validateMCP(c)
+	p.validateChannels(c) // channels.go
 }
 
 // fleetName is a box's name: a NATS subject token and consumer name.
